@@ -1,0 +1,77 @@
+// Events: from perf's event names to perf_event_attr, and the per-CPU sets of open events.
+#pragma once
+
+#include <cstdint>
+#include <linux/perf_event.h>
+#include <string>
+#include <vector>
+
+#include "ringcap/ring.hpp"
+#include "ringcap/sys.hpp"
+
+namespace ringcap {
+
+struct EventSpec {
+    std::string name;  // as the user wrote it, e.g. "cpu-clock"
+    uint32_t type = PERF_TYPE_SOFTWARE;
+    uint64_t config = 0;
+};
+
+// Resolves one of perf's event names (software and generic hardware events).
+// Throws Error naming the event if it is unknown.
+EventSpec parse_event(const std::string& name);
+// "a,b,c" -> specs.
+std::vector<EventSpec> parse_event_list(const std::string& list);
+
+// Sampling settings shared by all events of a record.
+struct SamplingConfig {
+    bool use_freq = true;
+    uint64_t freq = 4000;    // -F
+    uint64_t period = 0;     // -c
+    uint32_t wakeup_events = 0;
+    uint32_t wakeup_watermark = 0;  // bytes; 0 = kernel default (half the ring)
+};
+
+// Default sample format: samples find their event by IDENTIFIER, and every other record carries sample_id.
+inline constexpr uint64_t kDefaultSampleType = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID |
+                                               PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD;
+inline constexpr uint64_t kDefaultReadFormat = PERF_FORMAT_ID | PERF_FORMAT_LOST;
+
+perf_event_attr make_attr(const EventSpec& spec, const SamplingConfig& cfg);
+
+// One open perf event on one CPU.
+struct OpenEvent {
+    UniqueFd fd;
+    uint64_t id = 0;  // PERF_EVENT_IOC_ID
+    size_t event_index = 0;
+    int cpu = -1;
+};
+
+// All events of one CPU. The first event owns the ring; the others are redirected into it
+// with PERF_EVENT_IOC_SET_OUTPUT, so polling the owner fd sees every event's wake-ups (seed 001).
+struct CpuEvents {
+    int cpu = -1;
+    std::vector<OpenEvent> events;  // events[0] owns the ring
+    RingBuffer ring;
+
+    int owner_fd() const { return events.front().fd.get(); }
+};
+
+// Opens every event on every CPU (disabled), maps one ring per CPU and redirects the others into it.
+// Throws Error with what to change (sysctl, rlimit, flag) when the kernel refuses.
+std::vector<CpuEvents> open_cpu_events(const std::vector<EventSpec>& specs, const std::vector<perf_event_attr>& attrs,
+                                       const std::vector<int>& cpus, size_t ring_data_pages);
+
+void enable_all(std::vector<CpuEvents>& cpus);
+void disable_all(std::vector<CpuEvents>& cpus);
+
+// Per-event count of samples the kernel dropped (PERF_FORMAT_LOST), read once at the end.
+struct LostReading {
+    uint64_t id;
+    int cpu;
+    size_t event_index;
+    uint64_t lost;
+};
+std::vector<LostReading> read_lost_counts(const std::vector<CpuEvents>& cpus);
+
+}  // namespace ringcap

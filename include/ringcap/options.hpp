@@ -1,0 +1,44 @@
+// `ringcap record` options. Every default is written here, in one place.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ringcap/events.hpp"
+
+namespace ringcap {
+
+struct RecordOptions {
+    // Target
+    bool all_cpus = false;                  // -a
+    std::optional<std::vector<int>> cpus;   // -C 0,2-3
+    std::vector<std::string> command;       // -- COMMAND ARGS...
+    double duration_s = 0;                  // --duration SECONDS (0 = until stopped)
+
+    // Events and sampling
+    std::vector<EventSpec> events;          // -e (default cpu-clock)
+    SamplingConfig sampling;                // -F 4000 / -c PERIOD, wake-up policy
+    size_t mmap_pages = 128;                // -m: data pages per CPU ring (power of two)
+
+    // Output
+    std::string output = "perf.data";       // -o
+    int verbose = 0;                        // -v
+
+    // Internal knobs (tests and bench): staging geometry, CQ size, O_DIRECT.
+    size_t staging_buffer_bytes = 1u << 20;
+    size_t staging_buffers = 0;             // 0 = chosen from the number of rings
+    unsigned cq_entries = 0;                // 0 = sized for all polls plus writes in flight
+    bool allow_direct = true;
+
+    std::vector<std::string> argv;          // the whole command line, for the CMDLINE feature
+};
+
+// Parses the arguments after "record". Throws Error (exit status 2) on bad input.
+RecordOptions parse_record_args(const std::vector<std::string>& args);
+
+extern const char* const kRecordUsage;
+
+}  // namespace ringcap

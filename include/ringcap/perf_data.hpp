@@ -1,0 +1,90 @@
+// perf.data "file mode" layout (tools/perf/Documentation/perf.data-file-format.txt):
+//   header (104 bytes) | attrs: {perf_event_attr, ids section}[] | ids | pad | data | feature index | features
+// The data section starts on a 4 KiB boundary so staging buffers can be written with O_DIRECT.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <linux/perf_event.h>
+#include <string>
+#include <vector>
+
+namespace ringcap {
+
+// Feature bits perf knows (tools/perf/util/header.h); we write a subset.
+enum PerfFeature : unsigned {
+    kFeatTracingData = 1,
+    kFeatBuildId = 2,
+    kFeatHostname = 3,
+    kFeatOsRelease = 4,
+    kFeatVersion = 5,
+    kFeatArch = 6,
+    kFeatNrCpus = 7,
+    kFeatCmdline = 11,
+    kFeatEventDesc = 12,
+};
+
+// perf record types that are not in the kernel's uapi header.
+inline constexpr uint32_t kRecordFinishedRound = 68;
+
+struct PerfFileSection {
+    uint64_t offset;
+    uint64_t size;
+};
+
+struct PerfFileHeader {
+    char magic[8];  // "PERFILE2"
+    uint64_t size;  // sizeof(PerfFileHeader)
+    uint64_t attr_size;
+    PerfFileSection attrs;
+    PerfFileSection data;
+    PerfFileSection event_types;
+    uint64_t features[4];
+};
+static_assert(sizeof(PerfFileHeader) == 104);
+
+struct AttrEntry {
+    perf_event_attr attr{};
+    std::string name;
+    std::vector<uint64_t> ids;
+};
+
+struct HostInfo {
+    std::string hostname, os_release, version, arch;
+    uint32_t nr_cpus_available = 0, nr_cpus_online = 0;
+    std::vector<std::string> cmdline;  // program path first
+    static HostInfo current(const std::vector<std::string>& argv);
+};
+
+// Where the data section starts for these attrs: after header, attrs and ids, rounded up to 4 KiB.
+uint64_t data_offset_for(const std::vector<AttrEntry>& attrs);
+
+// Header + attrs + ids, exactly data_offset_for(attrs) bytes (zero padded). `features` is the bitmap.
+std::vector<std::byte> build_file_head(const std::vector<AttrEntry>& attrs, uint64_t data_size,
+                                       const uint64_t (&features)[4]);
+
+// Feature index + payloads that go right after the data section (at `start`), and the bitmap to put
+// in the header.
+struct FeatureBlock {
+    std::vector<std::byte> bytes;
+    uint64_t bitmap[4] = {0, 0, 0, 0};
+};
+FeatureBlock build_features(const std::vector<AttrEntry>& attrs, const HostInfo& host, uint64_t start);
+
+// PERF_RECORD_LOST_SAMPLES as perf record writes it at the end, with the sample_id of kDefaultSampleType.
+struct LostSamplesRecord {
+    perf_event_header header;
+    uint64_t lost;
+    uint32_t pid, tid;
+    uint64_t time;
+    uint32_t cpu, res;
+    uint64_t id;  // IDENTIFIER
+};
+static_assert(sizeof(LostSamplesRecord) == 48);
+LostSamplesRecord make_lost_samples(uint64_t id, int cpu, uint64_t lost);
+
+inline perf_event_header finished_round_record() {
+    return perf_event_header{kRecordFinishedRound, 0, sizeof(perf_event_header)};
+}
+
+}  // namespace ringcap

@@ -1,0 +1,53 @@
+// `ringcap record`: wires events -> rings -> io_uring loop -> staging -> writer -> perf.data.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "ringcap/options.hpp"
+#include "ringcap/ring.hpp"
+
+namespace ringcap {
+
+struct CpuSummary {
+    int cpu = -1;
+    RingCounters ring;
+    uint64_t cqes = 0;
+    uint64_t rearms = 0;
+    bool hung_up = false;
+};
+
+struct EventSummary {
+    std::string name;
+    uint64_t samples = 0;       // samples in the file
+    uint64_t lost = 0;          // sum of PERF_RECORD_LOST.lost
+    uint64_t lost_samples = 0;  // PERF_FORMAT_LOST at the end (written as PERF_RECORD_LOST_SAMPLES)
+};
+
+struct RecordSummary {
+    std::string path;
+    std::vector<CpuSummary> cpus;
+    std::vector<EventSummary> events;
+    RingCounters total;
+    uint64_t lost_samples = 0;
+    uint64_t cqes = 0;          // poll completions
+    uint64_t rearms = 0;        // multishot polls re-armed after a CQE without IORING_CQE_F_MORE
+    uint64_t hangups = 0;       // rings retired after POLLHUP/POLLERR
+    uint64_t rounds = 0;        // PERF_RECORD_FINISHED_ROUND written
+    uint64_t loop_iterations = 0;
+    uint64_t io_uring_enters = 0;
+    uint64_t file_bytes = 0;    // data section bytes on disk
+    uint64_t writes = 0;
+    double seconds = 0;
+    bool o_direct = false;
+    std::string stop_reason;
+    int exit_code = 0;
+};
+
+// Runs a whole record. Progress and the summary go to `log` (stderr for the CLI).
+// Returns the exit status: 0 ok, 1 failure while recording, 2 bad usage or setup refused.
+int run_record(const RecordOptions& opts, std::ostream& log, RecordSummary* summary = nullptr);
+
+}  // namespace ringcap

@@ -1,0 +1,109 @@
+// The perf ring: a move-only owner of the mapping, and a pure reader that copies [data_tail, data_head)
+// into staging buffers. The reader only needs a control page and a data area, so tests drive it over
+// ordinary memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <linux/perf_event.h>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "ringcap/sys.hpp"
+
+namespace ringcap {
+
+class StagingPool;
+
+// The memory a reader works on: the control page plus a power-of-two data area.
+struct RingView {
+    perf_event_mmap_page* page = nullptr;
+    std::byte* data = nullptr;
+    uint64_t size = 0;  // power of two
+};
+
+// A perf ring mapped from an event fd. Only built by map(): there is no unmapped RingBuffer, so
+// nothing can arm a poll on an fd that has no ring (seed 000: that poll reports POLLHUP forever).
+class RingBuffer {
+public:
+    RingBuffer() = default;
+    // mmap (1 + data_pages) pages of fd. Returns nullopt and sets errno on failure.
+    static std::optional<RingBuffer> map(int fd, size_t data_pages);
+
+    RingView view() const;
+    bool valid() const { return mapping_.get() != nullptr; }
+    size_t mapped_bytes() const { return mapping_.size(); }
+
+private:
+    explicit RingBuffer(Mapping m) : mapping_(std::move(m)) {}
+    Mapping mapping_;
+};
+
+// Maps a perf event id to the index of its event in the record; unknown ids map to npos.
+class IdMap {
+public:
+    static constexpr size_t npos = static_cast<size_t>(-1);
+    void add(uint64_t id, size_t index);
+    size_t find(uint64_t id) const {
+        for (const auto& e : entries_)  // a handful of events per ring: a linear scan beats hashing
+            if (e.id == id) return e.index;
+        return npos;
+    }
+
+private:
+    struct Entry {
+        uint64_t id;
+        size_t index;
+    };
+    std::vector<Entry> entries_;
+};
+
+struct EventCounters {
+    uint64_t samples = 0;
+    uint64_t lost = 0;  // sum of PERF_RECORD_LOST.lost
+};
+
+struct RingCounters {
+    uint64_t bytes = 0;
+    uint64_t records = 0;
+    uint64_t samples = 0;
+    uint64_t lost_records = 0;  // PERF_RECORD_LOST records
+    uint64_t lost = 0;          // samples the kernel dropped, sum of PERF_RECORD_LOST.lost
+    uint64_t throttles = 0;
+    uint64_t bad_headers = 0;   // records with an impossible size (must stay 0)
+    uint64_t partial_drains = 0;  // drains stopped early because staging was full
+};
+
+struct DrainResult {
+    uint64_t bytes = 0;
+    bool complete = true;  // false if staging ran out of space before the ring was empty
+};
+
+// Copies a ring's unread bytes into a StagingPool. Pure logic, no syscalls.
+class RingReader {
+public:
+    RingReader() = default;
+    // ids/events may be null: then per-event counts are not kept.
+    RingReader(RingView view, const IdMap* ids, std::span<EventCounters> events);
+
+    // Consumes everything up to the current data_head (or as much as staging takes) and releases it.
+    DrainResult drain(StagingPool& staging);
+
+    const RingCounters& counters() const { return counters_; }
+    uint64_t tail() const { return tail_; }
+
+private:
+    void copy_out(uint64_t from, std::byte* dst, uint64_t len) const;
+    void account(uint64_t end);
+
+    RingView view_;
+    uint64_t mask_ = 0;
+    uint64_t tail_ = 0;       // our copy of data_tail; we are its only writer
+    uint64_t parse_pos_ = 0;  // start of the next record to account (may run ahead of tail_)
+    const IdMap* ids_ = nullptr;
+    std::span<EventCounters> events_;
+    RingCounters counters_;
+};
+
+}  // namespace ringcap

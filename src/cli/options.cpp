@@ -1,0 +1,170 @@
+#include "ringcap/options.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+namespace ringcap {
+
+const char* const kRecordUsage =
+    "usage: ringcap record [options] [-- COMMAND [ARGS...]]\n"
+    "  -a, --all-cpus           record on every online CPU\n"
+    "  -C, --cpu LIST           record on these CPUs (e.g. 0,2-3)\n"
+    "  -e, --event LIST         events, comma separated (default cpu-clock)\n"
+    "  -F, --freq HZ            sample at HZ per event and CPU (default 4000)\n"
+    "  -c, --count PERIOD       sample every PERIOD events instead of -F\n"
+    "  -m, --mmap-pages N       data pages per CPU ring, a power of two, or a size like 2M (default 128)\n"
+    "  -o, --output FILE        output file (default perf.data; an existing one becomes FILE.old)\n"
+    "      --duration SECONDS   stop after SECONDS\n"
+    "      --wakeup-events N    wake the collector every N samples\n"
+    "      --wakeup-watermark B wake the collector every B bytes\n"
+    "  -v, --verbose            print the setup (backend, O_DIRECT, sizes)\n"
+    "SIGINT, SIGTERM or SIGHUP stop the record cleanly; with -- COMMAND it stops when the command exits.\n";
+
+namespace {
+
+[[noreturn]] void bad(const std::string& msg) { throw Error(msg, 2); }
+
+uint64_t parse_u64(const std::string& flag, const std::string& v) {
+    if (v.empty() || v[0] == '-' || v[0] == '+') bad(flag + " needs a positive integer, got '" + v + "'");
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+    if (errno || !end || *end) bad(flag + " needs a positive integer, got '" + v + "'");
+    return n;
+}
+
+size_t parse_pages(const std::string& v) {
+    // perf accepts a page count or a size with a B/K/M/G suffix.
+    uint64_t pages;
+    char suffix = v.empty() ? 0 : char(std::toupper(static_cast<unsigned char>(v.back())));
+    if (suffix == 'B' || suffix == 'K' || suffix == 'M' || suffix == 'G') {
+        uint64_t n = parse_u64("-m", v.substr(0, v.size() - 1));
+        uint64_t mult = suffix == 'B' ? 1 : suffix == 'K' ? 1ull << 10 : suffix == 'M' ? 1ull << 20 : 1ull << 30;
+        if (n > (1ull << 40) / mult) bad("-m " + v + " is too large");
+        pages = n * mult / page_size();
+    } else {
+        pages = parse_u64("-m", v);
+    }
+    if (pages == 0 || (pages & (pages - 1)) != 0)
+        bad("-m " + v + ": the ring needs a power-of-two number of data pages (e.g. 64, 128, 1024)");
+    if (pages > (1u << 20)) bad("-m " + v + ": at most 1048576 pages (4 GiB) per CPU ring");
+    return size_t(pages);
+}
+
+}  // namespace
+
+RecordOptions parse_record_args(const std::vector<std::string>& args) {
+    RecordOptions o;
+    bool have_F = false, have_c = false;
+    std::string events = "cpu-clock";
+    for (size_t i = 0; i < args.size(); ++i) {
+        std::string a = args[i];
+        std::string inline_val;
+        bool has_inline = false;
+        if (a.rfind("--", 0) == 0 && a.size() > 2) {
+            auto eq = a.find('=');
+            if (eq != std::string::npos) {
+                inline_val = a.substr(eq + 1);
+                a = a.substr(0, eq);
+                has_inline = true;
+            }
+        } else if (a.size() > 2 && a[0] == '-' && a[1] != '-') {
+            // -F4000 style
+            inline_val = a.substr(2);
+            a = a.substr(0, 2);
+            has_inline = true;
+        }
+        auto value = [&]() -> std::string {
+            if (has_inline) return inline_val;
+            if (i + 1 >= args.size()) bad(a + " needs a value");
+            return args[++i];
+        };
+        auto no_value = [&] {
+            if (has_inline) bad("unknown option '" + args[i] + "'");
+        };
+        if (a == "--") {
+            o.command.assign(args.begin() + long(i) + 1, args.end());
+            if (o.command.empty()) bad("'--' must be followed by a command");
+            break;
+        } else if (a == "-a" || a == "--all-cpus") {
+            no_value();
+            o.all_cpus = true;
+        } else if (a == "-C" || a == "--cpu") {
+            std::string v = value();
+            auto cpus = parse_cpu_list(v);
+            if (!cpus || cpus->empty()) bad("-C '" + v + "' is not a CPU list (e.g. 0,2-3)");
+            o.cpus = *cpus;
+        } else if (a == "-e" || a == "--event") {
+            events = value();
+        } else if (a == "-F" || a == "--freq") {
+            std::string v = value();
+            if (v == "max") {
+                o.sampling.freq = uint64_t(read_sysctl("kernel/perf_event_max_sample_rate").value_or(1000));
+            } else {
+                o.sampling.freq = parse_u64("-F", v);
+                if (o.sampling.freq == 0) bad("-F 0: the frequency must be at least 1 Hz");
+            }
+            have_F = true;
+        } else if (a == "-c" || a == "--count") {
+            o.sampling.period = parse_u64("-c", value());
+            if (o.sampling.period == 0) bad("-c 0: the period must be at least 1");
+            o.sampling.use_freq = false;
+            have_c = true;
+        } else if (a == "-m" || a == "--mmap-pages") {
+            o.mmap_pages = parse_pages(value());
+        } else if (a == "-o" || a == "--output") {
+            o.output = value();
+            if (o.output.empty()) bad("-o needs a file name");
+        } else if (a == "--duration") {
+            std::string v = value();
+            char* end = nullptr;
+            errno = 0;
+            double d = std::strtod(v.c_str(), &end);
+            if (errno || !end || *end || !std::isfinite(d) || d <= 0 || d > 1e7)
+                bad("--duration needs a positive number of seconds, got '" + v + "'");
+            o.duration_s = d;
+        } else if (a == "--wakeup-events") {
+            uint64_t n = parse_u64("--wakeup-events", value());
+            if (n == 0 || n > UINT32_MAX) bad("--wakeup-events must be between 1 and 4294967295");
+            o.sampling.wakeup_events = uint32_t(n);
+        } else if (a == "--wakeup-watermark") {
+            uint64_t n = parse_u64("--wakeup-watermark", value());
+            if (n == 0 || n > UINT32_MAX) bad("--wakeup-watermark must be between 1 and 4294967295 bytes");
+            o.sampling.wakeup_watermark = uint32_t(n);
+        } else if (a == "-v" || a == "--verbose") {
+            no_value();
+            ++o.verbose;
+        } else if (a == "--no-direct") {  // internal knob: buffered writes only
+            no_value();
+            o.allow_direct = false;
+        } else if (a == "--staging-buffers") {
+            o.staging_buffers = size_t(parse_u64(a, value()));
+            if (o.staging_buffers < 2 || o.staging_buffers > 4096) bad("--staging-buffers must be 2..4096");
+        } else if (a == "--staging-kb") {
+            uint64_t kb = parse_u64(a, value());
+            if (kb == 0 || kb % 4 != 0 || kb > (1u << 20)) bad("--staging-kb must be a multiple of 4, at most 1048576");
+            o.staging_buffer_bytes = size_t(kb) * 1024;
+        } else if (a == "--cq-entries") {
+            uint64_t n = parse_u64(a, value());
+            if (n < 2 || n > 65536) bad("--cq-entries must be 2..65536");
+            o.cq_entries = unsigned(n);
+        } else if (!a.empty() && a[0] == '-') {
+            bad("unknown option '" + args[i] + "' (see ringcap record --help)");
+        } else {
+            // perf record also takes the command without '--'.
+            o.command.assign(args.begin() + long(i), args.end());
+            break;
+        }
+    }
+    if (have_F && have_c) bad("-F and -c exclude each other: give a frequency or a period");
+    if (o.sampling.wakeup_events && o.sampling.wakeup_watermark)
+        bad("--wakeup-events and --wakeup-watermark exclude each other");
+    if (o.all_cpus && o.cpus) bad("-a and -C exclude each other");
+    if (!o.all_cpus && !o.cpus && o.command.empty())
+        bad("nothing to record: give -a (all CPUs), -C LIST, or -- COMMAND");
+    o.events = parse_event_list(events);
+    return o;
+}
+
+}  // namespace ringcap

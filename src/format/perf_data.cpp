@@ -1,0 +1,154 @@
+#include "ringcap/perf_data.hpp"
+
+#include <cstring>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "ringcap/staging.hpp"
+#include "ringcap/sys.hpp"
+
+namespace ringcap {
+
+namespace {
+
+constexpr size_t kNameAlign = 64;  // perf's NAME_ALIGN for header strings
+
+struct Out {
+    std::vector<std::byte> buf;
+    void raw(const void* p, size_t n) {
+        auto* b = static_cast<const std::byte*>(p);
+        buf.insert(buf.end(), b, b + n);
+    }
+    template <typename T>
+    void put(const T& v) {
+        raw(&v, sizeof v);
+    }
+    // perf_header_string: u32 len (incl. NUL, padded to 64), bytes.
+    void str(const std::string& s) {
+        uint32_t len = uint32_t((s.size() + 1 + kNameAlign - 1) / kNameAlign * kNameAlign);
+        put(len);
+        raw(s.data(), s.size());
+        buf.resize(buf.size() + (len - s.size()), std::byte{0});
+    }
+    size_t size() const { return buf.size(); }
+};
+
+uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace
+
+HostInfo HostInfo::current(const std::vector<std::string>& argv) {
+    HostInfo h;
+    utsname u{};
+    uname(&u);
+    h.hostname = u.nodename;
+    h.os_release = u.release;
+    h.arch = u.machine;
+    h.version = "ringcap 0.1.0";
+    h.nr_cpus_available = uint32_t(possible_cpus());
+    h.nr_cpus_online = uint32_t(online_cpus().size());
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    h.cmdline.push_back(n > 0 ? std::string(exe, size_t(n)) : (argv.empty() ? "ringcap" : argv[0]));
+    for (size_t i = 1; i < argv.size(); ++i) h.cmdline.push_back(argv[i]);
+    return h;
+}
+
+uint64_t data_offset_for(const std::vector<AttrEntry>& attrs) {
+    uint64_t sz = sizeof(PerfFileHeader) + attrs.size() * (sizeof(perf_event_attr) + sizeof(PerfFileSection));
+    for (const auto& a : attrs) sz += a.ids.size() * sizeof(uint64_t);
+    return round_up(sz, kStagingAlign);
+}
+
+std::vector<std::byte> build_file_head(const std::vector<AttrEntry>& attrs, uint64_t data_size,
+                                       const uint64_t (&features)[4]) {
+    const uint64_t data_offset = data_offset_for(attrs);
+    const uint64_t attrs_offset = sizeof(PerfFileHeader);
+    const uint64_t file_attr_size = sizeof(perf_event_attr) + sizeof(PerfFileSection);
+    uint64_t ids_offset = attrs_offset + attrs.size() * file_attr_size;
+
+    PerfFileHeader h{};
+    std::memcpy(h.magic, "PERFILE2", 8);
+    h.size = sizeof h;
+    h.attr_size = file_attr_size;
+    h.attrs = {attrs_offset, attrs.size() * file_attr_size};
+    h.data = {data_offset, data_size};
+    h.event_types = {0, 0};
+    std::memcpy(h.features, features, sizeof h.features);
+
+    Out o;
+    o.put(h);
+    uint64_t next_ids = ids_offset;
+    for (const auto& a : attrs) {
+        perf_event_attr attr = a.attr;
+        attr.size = sizeof(perf_event_attr);
+        o.put(attr);
+        PerfFileSection ids{next_ids, a.ids.size() * sizeof(uint64_t)};
+        o.put(ids);
+        next_ids += ids.size;
+    }
+    for (const auto& a : attrs) o.raw(a.ids.data(), a.ids.size() * sizeof(uint64_t));
+    o.buf.resize(data_offset, std::byte{0});
+    return std::move(o.buf);
+}
+
+FeatureBlock build_features(const std::vector<AttrEntry>& attrs, const HostInfo& host, uint64_t start) {
+    FeatureBlock fb;
+    // Payloads first, in bit order; the index of {offset,size} precedes them in the file.
+    std::vector<std::pair<unsigned, Out>> feats;
+    auto add = [&](unsigned bit) -> Out& {
+        fb.bitmap[bit / 64] |= 1ull << (bit % 64);
+        feats.emplace_back(bit, Out{});
+        return feats.back().second;
+    };
+    add(kFeatHostname).str(host.hostname);
+    add(kFeatOsRelease).str(host.os_release);
+    add(kFeatVersion).str(host.version);
+    add(kFeatArch).str(host.arch);
+    {
+        Out& o = add(kFeatNrCpus);
+        o.put(host.nr_cpus_available);
+        o.put(host.nr_cpus_online);
+    }
+    {
+        Out& o = add(kFeatCmdline);
+        o.put(uint32_t(host.cmdline.size()));
+        for (const auto& s : host.cmdline) o.str(s);
+    }
+    {
+        // u32 nr, u32 attr_size, then per event: attr, u32 nr_ids, name string, ids.
+        Out& o = add(kFeatEventDesc);
+        o.put(uint32_t(attrs.size()));
+        o.put(uint32_t(sizeof(perf_event_attr)));
+        for (const auto& a : attrs) {
+            perf_event_attr attr = a.attr;
+            attr.size = sizeof(perf_event_attr);
+            o.put(attr);
+            o.put(uint32_t(a.ids.size()));
+            o.str(a.name);
+            o.raw(a.ids.data(), a.ids.size() * sizeof(uint64_t));
+        }
+    }
+    Out out;
+    uint64_t off = start + feats.size() * sizeof(PerfFileSection);
+    for (auto& [bit, o] : feats) {
+        out.put(PerfFileSection{off, o.size()});
+        off += o.size();
+    }
+    for (auto& [bit, o] : feats) out.raw(o.buf.data(), o.size());
+    fb.bytes = std::move(out.buf);
+    return fb;
+}
+
+LostSamplesRecord make_lost_samples(uint64_t id, int cpu, uint64_t lost) {
+    LostSamplesRecord r{};
+    r.header = {PERF_RECORD_LOST_SAMPLES, 0, sizeof(LostSamplesRecord)};
+    r.lost = lost;
+    r.pid = r.tid = uint32_t(-1);
+    r.time = 0;
+    r.cpu = uint32_t(cpu);
+    r.id = id;
+    return r;
+}
+
+}  // namespace ringcap

@@ -1,0 +1,565 @@
+#include "ringcap/recorder.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <iomanip>
+#include <memory>
+#include <ostream>
+#include <poll.h>
+#include <sstream>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ringcap/events.hpp"
+#include "ringcap/perf_data.hpp"
+#include "ringcap/staging.hpp"
+#include "ringcap/uring.hpp"
+#include "ringcap/writer.hpp"
+
+namespace ringcap {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+unsigned round_up_pow2(unsigned v) {
+    unsigned p = 1;
+    while (p < v) p <<= 1;
+    return p;
+}
+
+// Blocks the stop signals for the whole record so they arrive through a signalfd on the io_uring,
+// and so a second Ctrl-C during the final flush cannot interrupt it. Restores the mask on exit.
+class SignalBlock {
+public:
+    SignalBlock() {
+        sigemptyset(&set_);
+        sigaddset(&set_, SIGINT);
+        sigaddset(&set_, SIGTERM);
+        sigaddset(&set_, SIGHUP);
+        sigprocmask(SIG_BLOCK, &set_, &old_);
+        int fd = signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (fd < 0) throw Error("signalfd: " + errno_text(errno));
+        fd_.reset(fd);
+    }
+    ~SignalBlock() { sigprocmask(SIG_SETMASK, &old_, nullptr); }
+    SignalBlock(const SignalBlock&) = delete;
+    SignalBlock& operator=(const SignalBlock&) = delete;
+    int fd() const { return fd_.get(); }
+    const sigset_t& old_mask() const { return old_; }
+    // Name of a pending stop signal, consumed.
+    std::string take() {
+        signalfd_siginfo si{};
+        if (::read(fd_.get(), &si, sizeof si) != ssize_t(sizeof si)) return "signal";
+        const char* n = sigabbrev_np(int(si.ssi_signo));
+        return std::string("SIG") + (n ? n : "?");
+    }
+
+private:
+    sigset_t set_{}, old_{};
+    UniqueFd fd_;
+};
+
+std::string find_executable(const std::string& cmd) {
+    if (cmd.find('/') != std::string::npos) return access(cmd.c_str(), X_OK) == 0 ? cmd : "";
+    const char* path = getenv("PATH");
+    std::string p = path ? path : "/usr/local/bin:/usr/bin:/bin";
+    size_t pos = 0;
+    while (pos <= p.size()) {
+        size_t colon = p.find(':', pos);
+        std::string dir = p.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
+        std::string full = (dir.empty() ? "." : dir) + "/" + cmd;
+        struct stat st{};
+        if (stat(full.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(full.c_str(), X_OK) == 0) return full;
+        if (colon == std::string::npos) break;
+        pos = colon + 1;
+    }
+    return "";
+}
+
+// The recorded command: forked early, held on a pipe until the events are enabled (as perf does),
+// watched through a pidfd on the io_uring.
+class Child {
+public:
+    Child(const std::vector<std::string>& cmd, const sigset_t& mask) {
+        std::string exe = find_executable(cmd[0]);
+        if (exe.empty()) throw Error("cannot run '" + cmd[0] + "': not found or not executable (check PATH)");
+        int go[2];
+        if (pipe2(go, O_CLOEXEC) != 0) throw Error("pipe: " + errno_text(errno));
+        std::vector<char*> argv;
+        for (const auto& a : cmd) argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        pid_ = fork();
+        if (pid_ < 0) {
+            ::close(go[0]);
+            ::close(go[1]);
+            throw Error("fork: " + errno_text(errno));
+        }
+        if (pid_ == 0) {
+            sigprocmask(SIG_SETMASK, &mask, nullptr);
+            ::close(go[1]);
+            char c;
+            // EOF without a byte means the recorder gave up: do not run the command.
+            if (::read(go[0], &c, 1) != 1) _exit(127);
+            execv(exe.c_str(), argv.data());
+            dprintf(2, "ringcap: cannot run '%s': %s\n", exe.c_str(), strerror(errno));
+            _exit(127);
+        }
+        ::close(go[0]);
+        go_.reset(go[1]);
+        int pfd = int(syscall(SYS_pidfd_open, pid_, 0));
+        if (pfd < 0) {
+            kill(pid_, SIGKILL);
+            waitpid(pid_, nullptr, 0);
+            throw Error("pidfd_open: " + errno_text(errno) + " (needs Linux 5.3)");
+        }
+        pidfd_.reset(pfd);
+    }
+    ~Child() {
+        if (pid_ > 0 && !reaped_) {
+            go_.reset();
+            terminate();
+        }
+    }
+    int pidfd() const { return pidfd_.get(); }
+    void start() {
+        char c = 1;
+        if (::write(go_.get(), &c, 1) != 1) throw Error("cannot start the command: " + errno_text(errno));
+        go_.reset();
+    }
+    // Stops the command if it is still running (perf sends SIGTERM too) and reaps it.
+    int terminate() {
+        if (reaped_) return status_;
+        if (waitpid(pid_, &status_, WNOHANG) == 0) {
+            kill(pid_, SIGTERM);
+            waitpid(pid_, &status_, 0);
+        }
+        reaped_ = true;
+        return status_;
+    }
+
+private:
+    pid_t pid_ = -1;
+    UniqueFd go_, pidfd_;
+    bool reaped_ = false;
+    int status_ = 0;
+};
+
+struct RingState {
+    RingReader reader;
+    IdMap ids;
+    bool retired = false;        // hung up: no longer polled
+    bool final_drained = false;  // retired and emptied
+    uint64_t cqes = 0, rearms = 0;
+};
+
+std::string human_bytes(uint64_t b) {
+    std::ostringstream s;
+    s << std::fixed << std::setprecision(2);
+    if (b >= (1ull << 30)) s << double(b) / double(1ull << 30) << " GiB";
+    else if (b >= (1ull << 20)) s << double(b) / double(1ull << 20) << " MiB";
+    else if (b >= (1ull << 10)) s << double(b) / double(1ull << 10) << " KiB";
+    else s << b << " B";
+    return s.str();
+}
+
+class Session {
+public:
+    Session(const RecordOptions& o, std::ostream& log) : opts_(o), log_(log) {}
+    int run(RecordSummary& sum);
+
+private:
+    void validate_output() const;
+    std::vector<int> resolve_cpus() const;
+    void arm_poll(uint32_t i);
+    void handle_cqes(bool stopping);
+    bool sweep();
+    void append_blocking(const void* p, size_t n);
+    void wait_for_writes();
+    void finish_file(RecordSummary& sum);
+    void print_summary(const RecordSummary& sum) const;
+
+    const RecordOptions& opts_;
+    std::ostream& log_;
+    std::vector<CpuEvents> cpus_;
+    std::vector<RingState> rings_;
+    std::vector<EventCounters> event_counters_;
+    std::vector<uint64_t> event_lost_samples_;
+    std::vector<AttrEntry> attrs_;
+    std::unique_ptr<SignalBlock> signals_;
+    std::unique_ptr<Child> child_;
+    std::unique_ptr<Uring> uring_;
+    std::unique_ptr<StagingPool> staging_;
+    std::unique_ptr<OutputFile> file_;
+    std::unique_ptr<Writer> writer_;
+    uint64_t data_offset_ = 0;
+    bool stop_ = false;
+    std::string stop_reason_;
+    uint64_t rounds_ = 0, iterations_ = 0, hangups_ = 0;
+    size_t live_rings_ = 0;
+};
+
+void Session::validate_output() const {
+    // Refuse early, before any file is touched, if the output cannot be created.
+    const std::string& out = opts_.output;
+    auto slash = out.rfind('/');
+    std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : out.substr(0, slash));
+    struct stat st{};
+    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        throw Error("output directory '" + dir + "' does not exist (-o " + out + ")");
+    if (access(dir.c_str(), W_OK) != 0)
+        throw Error("output directory '" + dir + "' is not writable: " + errno_text(errno) + " (choose another -o)");
+    if (stat(out.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        throw Error("output '" + out + "' is a directory: give a file name with -o");
+}
+
+std::vector<int> Session::resolve_cpus() const {
+    std::vector<int> online = online_cpus();
+    if (!opts_.cpus) return online;
+    for (int c : *opts_.cpus)
+        if (std::find(online.begin(), online.end(), c) == online.end()) {
+            std::string list;
+            for (int x : online) list += (list.empty() ? "" : ",") + std::to_string(x);
+            throw Error("-C: CPU " + std::to_string(c) + " does not exist or is offline (online: " + list + ")");
+        }
+    return *opts_.cpus;
+}
+
+void Session::arm_poll(uint32_t i) {
+    // Only ring owners are polled; the events redirected into a ring wake its owner (seed 001).
+    io_uring_sqe* sqe = uring_->sqe();
+    io_uring_prep_poll_multishot(sqe, cpus_[i].owner_fd(), POLLIN);
+    io_uring_sqe_set_data64(sqe, make_tag(Tag::Poll, i));
+}
+
+void Session::handle_cqes(bool stopping) {
+    io_uring_cqe* cqe;
+    unsigned head, seen = 0;
+    io_uring_for_each_cqe(uring_->raw(), head, cqe) {
+        ++seen;
+        const io_uring_cqe c = *cqe;
+        const uint32_t idx = tag_index(c.user_data);
+        switch (tag_kind(c.user_data)) {
+            case Tag::Poll: {
+                RingState& r = rings_[idx];
+                ++r.cqes;
+                if (r.retired) break;
+                const bool hup = c.res > 0 && (c.res & (POLLHUP | POLLERR));
+                const bool transient = c.res == -ECANCELED || c.res == -EAGAIN || c.res == -ENOMEM || c.res == -EINTR;
+                if (hup || (c.res < 0 && !transient)) {
+                    // The event hung up (task exited) or the fd is broken: the next sweep drains what is
+                    // left; it is never polled again, so a hung-up fd cannot make us spin (seed 000).
+                    r.retired = true;
+                    ++hangups_;
+                    --live_rings_;
+                    if (c.res < 0)
+                        log_ << "ringcap: poll on cpu " << cpus_[idx].cpu << " failed: " << errno_text(-c.res)
+                             << "; ring retired after a final drain\n";
+                } else if (!(c.flags & IORING_CQE_F_MORE) && !stopping) {
+                    // The multishot request ended (e.g. the CQ was full): arm it again.
+                    ++r.rearms;
+                    arm_poll(idx);
+                }
+                break;
+            }
+            case Tag::Write:
+                writer_->on_completion(idx, c.res);
+                break;
+            case Tag::Signal:
+                if (!stop_) stop_reason_ = signals_->take();
+                stop_ = true;
+                break;
+            case Tag::Child:
+                if (!stop_) stop_reason_ = "command exited";
+                stop_ = true;
+                break;
+            case Tag::Timer:
+                if (!stop_) stop_reason_ = "duration reached";
+                stop_ = true;
+                break;
+            default:
+                break;
+        }
+    }
+    io_uring_cq_advance(uring_->raw(), seen);
+}
+
+bool Session::sweep() {
+    // A pass over every ring. Only a pass that emptied every ring may end with FINISHED_ROUND: perf
+    // report sorts by time up to the previous round, which is only safe if no ring held older data.
+    bool complete = true;
+    uint64_t bytes = 0;
+    for (auto& r : rings_) {
+        if (r.final_drained) continue;
+        DrainResult d = r.reader.drain(*staging_);
+        bytes += d.bytes;
+        complete &= d.complete;
+        if (r.retired && d.complete) r.final_drained = true;
+    }
+    if (bytes > 0 && complete) {
+        const perf_event_header fr = finished_round_record();
+        if (staging_->append(&fr, sizeof fr)) ++rounds_;
+        else complete = false;
+    }
+    return complete;
+}
+
+void Session::wait_for_writes() {
+    // Staging is full: everything is queued or being written. Wait for at least one completion.
+    writer_->queue_ready();
+    int rc = uring_->submit_and_wait(1);
+    if (rc < 0 && rc != -EINTR && rc != -ETIME && rc != -EAGAIN && rc != -EBUSY)
+        throw Error("io_uring_enter: " + errno_text(-rc), 1);
+    handle_cqes(true);
+}
+
+void Session::append_blocking(const void* p, size_t n) {
+    while (!staging_->append(p, n)) {
+        if (writer_->failed()) return;
+        wait_for_writes();
+    }
+}
+
+int Session::run(RecordSummary& sum) {
+    validate_output();
+    if (opts_.sampling.use_freq) {
+        auto maxrate = read_sysctl("kernel/perf_event_max_sample_rate");
+        if (maxrate && opts_.sampling.freq > uint64_t(*maxrate))
+            throw Error("-F " + std::to_string(opts_.sampling.freq) + " is above kernel.perf_event_max_sample_rate=" +
+                        std::to_string(*maxrate) + ": lower -F or raise the sysctl (sysctl -w " +
+                        "kernel.perf_event_max_sample_rate=" + std::to_string(opts_.sampling.freq) + ")");
+    }
+    const std::vector<int> cpu_list = resolve_cpus();
+
+    // 1. Events: open disabled, one ring per CPU, the other events redirected into it.
+    std::vector<perf_event_attr> attrs;
+    for (const auto& e : opts_.events) attrs.push_back(make_attr(e, opts_.sampling));
+    cpus_ = open_cpu_events(opts_.events, attrs, cpu_list, opts_.mmap_pages);
+    attrs_.resize(opts_.events.size());
+    for (size_t e = 0; e < attrs_.size(); ++e) {
+        attrs_[e].attr = attrs[e];
+        attrs_[e].name = opts_.events[e].name;
+    }
+    event_counters_.assign(opts_.events.size(), {});
+    event_lost_samples_.assign(opts_.events.size(), 0);
+    rings_.resize(cpus_.size());
+    for (size_t i = 0; i < cpus_.size(); ++i) {
+        for (const auto& ev : cpus_[i].events) {
+            rings_[i].ids.add(ev.id, ev.event_index);
+            attrs_[ev.event_index].ids.push_back(ev.id);
+        }
+        rings_[i].reader = RingReader(cpus_[i].ring.view(), &rings_[i].ids, event_counters_);
+    }
+    live_rings_ = rings_.size();
+
+    // 2. Stop sources and the command.
+    signals_ = std::make_unique<SignalBlock>();
+    if (!opts_.command.empty()) child_ = std::make_unique<Child>(opts_.command, signals_->old_mask());
+
+    // 3. io_uring, staging, output.
+    const size_t nrings = rings_.size();
+    const size_t nbuf = opts_.staging_buffers ? opts_.staging_buffers : std::clamp<size_t>(nrings + 2, 4, 64);
+    staging_ = std::make_unique<StagingPool>(opts_.staging_buffer_bytes, nbuf);
+    Uring::Params up;
+    up.sq_entries = round_up_pow2(unsigned(nrings + nbuf + 8));
+    // Every armed poll can have a CQE outstanding plus every write in flight; 2x for headroom, since
+    // an overflowing CQ ends multishot polls.
+    up.cq_entries = opts_.cq_entries ? opts_.cq_entries : round_up_pow2(unsigned(2 * (nrings + nbuf + 4)));
+    uring_ = std::make_unique<Uring>(up);
+
+    // Setup succeeded: only now may an existing output be touched (perf keeps one .old).
+    struct stat st{};
+    if (stat(opts_.output.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+        std::string old = opts_.output + ".old";
+        if (rename(opts_.output.c_str(), old.c_str()) != 0)
+            throw Error("cannot rename '" + opts_.output + "' to '" + old + "': " + errno_text(errno));
+    }
+    file_ = std::make_unique<OutputFile>(OutputFile::create(opts_.output, opts_.allow_direct));
+    data_offset_ = data_offset_for(attrs_);
+    {
+        // A provisional header (data size 0) so the file is recognisable from the start.
+        const uint64_t none[4] = {0, 0, 0, 0};
+        auto head = build_file_head(attrs_, 0, none);
+        file_->pwrite_all(head.data(), head.size(), 0);
+    }
+    writer_ = std::make_unique<Writer>(*uring_, *file_, *staging_, data_offset_);
+
+    if (opts_.verbose) {
+        log_ << "ringcap: backend io_uring (" << uring_->setup_flags() << "), SQ " << uring_->sq_entries() << ", CQ "
+             << uring_->cq_entries() << "; multishot poll on " << nrings << " ring owner fd(s)\n"
+             << "ringcap: " << nrings << " ring(s) of " << opts_.mmap_pages << " data pages ("
+             << human_bytes(opts_.mmap_pages * page_size()) << ") for " << opts_.events.size() << " event(s)\n"
+             << "ringcap: staging " << nbuf << " x " << human_bytes(staging_->buffer_size()) << " (4 KiB aligned, "
+             << (writer_->registered_buffers() ? "registered" : "not registered") << "), output '" << opts_.output
+             << "' " << (file_->o_direct() ? "O_DIRECT" : "buffered (filesystem refused O_DIRECT)")
+             << ", data at offset " << data_offset_ << "\n";
+    }
+
+    // 4. Arm every poll (rings are mapped: seed 000), then enable the events together.
+    for (uint32_t i = 0; i < nrings; ++i) arm_poll(i);
+    {
+        io_uring_sqe* sqe = uring_->sqe();
+        io_uring_prep_poll_add(sqe, signals_->fd(), POLLIN);
+        io_uring_sqe_set_data64(sqe, make_tag(Tag::Signal, 0));
+    }
+    if (child_) {
+        io_uring_sqe* sqe = uring_->sqe();
+        io_uring_prep_poll_add(sqe, child_->pidfd(), POLLIN);
+        io_uring_sqe_set_data64(sqe, make_tag(Tag::Child, 0));
+    }
+    __kernel_timespec duration{};
+    if (opts_.duration_s > 0) {
+        duration.tv_sec = int64_t(opts_.duration_s);
+        duration.tv_nsec = int64_t((opts_.duration_s - double(duration.tv_sec)) * 1e9);
+        io_uring_sqe* sqe = uring_->sqe();
+        io_uring_prep_timeout(sqe, &duration, 0, 0);
+        io_uring_sqe_set_data64(sqe, make_tag(Tag::Timer, 0));
+    }
+    if (int rc = uring_->submit_and_wait(0); rc < 0) throw Error("io_uring_submit: " + errno_text(-rc));
+
+    const auto t0 = Clock::now();
+    enable_all(cpus_);
+    if (child_) child_->start();
+
+    // 5. Steady state: one io_uring_enter per iteration submits the queued writes and waits.
+    while (!stop_) {
+        ++iterations_;
+        writer_->queue_ready();
+        int rc = uring_->submit_and_wait(1);
+        if (rc < 0 && rc != -EINTR && rc != -ETIME && rc != -EAGAIN && rc != -EBUSY)
+            throw Error("io_uring_enter: " + errno_text(-rc), 1);
+        handle_cqes(false);
+        sweep();
+        if (writer_->failed()) {
+            stop_reason_ = "write error";
+            break;
+        }
+        if (live_rings_ == 0) {
+            stop_reason_ = "every event hung up";
+            break;
+        }
+    }
+
+    // 6. Stop: disable, sweep until every ring is empty, flush, then write features and header.
+    disable_all(cpus_);
+    while (!sweep() && !writer_->failed()) wait_for_writes();
+    for (const auto& l : read_lost_counts(cpus_)) {
+        // Samples the kernel could not even count into a LOST record; perf writes them the same way.
+        auto rec = make_lost_samples(l.id, l.cpu, l.lost);
+        append_blocking(&rec, sizeof rec);
+        sum.lost_samples += l.lost;
+        event_lost_samples_[l.event_index] += l.lost;
+    }
+    sum.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    finish_file(sum);
+    if (child_) child_->terminate();
+
+    sum.path = opts_.output;
+    sum.stop_reason = stop_reason_;
+    sum.o_direct = file_->o_direct();
+    sum.rounds = rounds_;
+    sum.loop_iterations = iterations_;
+    sum.hangups = hangups_;
+    sum.io_uring_enters = uring_->enters();
+    sum.writes = writer_->stats().writes;
+    for (size_t i = 0; i < rings_.size(); ++i) {
+        CpuSummary c;
+        c.cpu = cpus_[i].cpu;
+        c.ring = rings_[i].reader.counters();
+        c.cqes = rings_[i].cqes;
+        c.rearms = rings_[i].rearms;
+        c.hung_up = rings_[i].retired;
+        sum.cqes += c.cqes;
+        sum.rearms += c.rearms;
+        auto& t = sum.total;
+        t.bytes += c.ring.bytes;
+        t.records += c.ring.records;
+        t.samples += c.ring.samples;
+        t.lost_records += c.ring.lost_records;
+        t.lost += c.ring.lost;
+        t.throttles += c.ring.throttles;
+        t.bad_headers += c.ring.bad_headers;
+        t.partial_drains += c.ring.partial_drains;
+        sum.cpus.push_back(c);
+    }
+    for (size_t e = 0; e < opts_.events.size(); ++e) {
+        EventSummary es;
+        es.name = opts_.events[e].name;
+        es.samples = event_counters_[e].samples;
+        es.lost = event_counters_[e].lost;
+        es.lost_samples = event_lost_samples_[e];
+        sum.events.push_back(es);
+    }
+    sum.exit_code = writer_->failed() ? 1 : 0;
+    print_summary(sum);
+    return sum.exit_code;
+}
+
+void Session::finish_file(RecordSummary& sum) {
+    writer_->queue_ready();
+    writer_->queue_partial();
+    writer_->wait_idle([this](const io_uring_cqe&) {});
+    const uint64_t data_size = writer_->bytes_kept();
+    sum.file_bytes = data_size;
+    const uint64_t feat_start = data_offset_ + data_size;
+    FeatureBlock feats = build_features(attrs_, HostInfo::current(opts_.argv), feat_start);
+    file_->pwrite_all(feats.bytes.data(), feats.bytes.size(), feat_start);
+    auto head = build_file_head(attrs_, data_size, feats.bitmap);
+    file_->pwrite_all(head.data(), head.size(), 0);
+    // Drop anything a failed write may have left beyond the features.
+    if (ftruncate(file_->buffered_fd(), off_t(feat_start + feats.bytes.size())) != 0)
+        throw Error("truncating '" + opts_.output + "': " + errno_text(errno), 1);
+    if (writer_->failed())
+        log_ << "ringcap: ERROR: writing '" << opts_.output << "' failed: " << errno_text(writer_->error())
+             << "; kept " << data_size << " bytes of data (every completed write), the file is valid up to there\n";
+}
+
+void Session::print_summary(const RecordSummary& s) const {
+    auto& o = log_;
+    o << "ringcap: stopped (" << s.stop_reason << ") after " << std::fixed << std::setprecision(2) << s.seconds
+      << " s\n";
+    o << "  cpu         bytes    records    samples  lost-recs       lost   cqes rearms\n";
+    for (const auto& c : s.cpus)
+        o << "  " << std::setw(3) << c.cpu << std::setw(14) << c.ring.bytes << std::setw(11) << c.ring.records
+          << std::setw(11) << c.ring.samples << std::setw(11) << c.ring.lost_records << std::setw(11) << c.ring.lost
+          << std::setw(7) << c.cqes << std::setw(7) << c.rearms << (c.hung_up ? "  hung up" : "") << "\n";
+    o << "  all" << std::setw(14) << s.total.bytes << std::setw(11) << s.total.records << std::setw(11)
+      << s.total.samples << std::setw(11) << s.total.lost_records << std::setw(11) << s.total.lost << std::setw(7)
+      << s.cqes << std::setw(7) << s.rearms << "\n";
+    for (const auto& e : s.events)
+        o << "  event " << e.name << ": samples " << e.samples << ", kernel-lost " << e.lost + e.lost_samples << "\n";
+    const double mb = double(s.file_bytes) / 1e6;
+    o << "ringcap: wrote " << std::setprecision(3) << mb << " MB to '" << s.path << "' ("
+      << (s.o_direct ? "O_DIRECT" : "buffered") << ", " << s.writes << " writes, " << std::setprecision(1)
+      << (s.seconds > 0 ? mb / s.seconds : 0.0) << " MB/s), " << s.rounds << " rounds, " << s.io_uring_enters
+      << " io_uring_enter calls\n";
+    o << "ringcap: samples=" << s.total.samples << " records=" << s.total.records << " lost=" << s.total.lost
+      << " lost_samples=" << s.lost_samples << " cqes=" << s.cqes << " rearms=" << s.rearms << " hangups=" << s.hangups
+      << " bytes=" << s.file_bytes << "\n";
+    const uint64_t lost = s.total.lost + s.lost_samples;
+    if (lost > 0)
+        o << "ringcap: WARNING: the kernel dropped " << lost << " sample(s) ("
+          << std::setprecision(2) << 100.0 * double(lost) / double(lost + s.total.samples)
+          << " %): the rings filled faster than they were drained. Use a bigger ring (-m), a lower rate (-F), "
+             "or fewer events.\n";
+    if (s.total.bad_headers > 0)
+        o << "ringcap: WARNING: " << s.total.bad_headers << " malformed record header(s) seen in the rings\n";
+}
+
+}  // namespace
+
+int run_record(const RecordOptions& opts, std::ostream& log, RecordSummary* summary) {
+    RecordSummary local;
+    RecordSummary& sum = summary ? *summary : local;
+    Session session(opts, log);
+    return session.run(sum);
+}
+
+}  // namespace ringcap
