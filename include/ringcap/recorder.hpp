@@ -24,6 +24,11 @@ struct EventSummary {
     uint64_t samples = 0;       // samples in the file
     uint64_t lost = 0;          // sum of PERF_RECORD_LOST.lost
     uint64_t lost_samples = 0;  // PERF_FORMAT_LOST at the end (written as PERF_RECORD_LOST_SAMPLES)
+
+    // Both figures count the same drops (the kernel bumps the ring's and the event's counter together);
+    // the per-event read is exact, LOST records only say which event wrote next. Older kernels have
+    // no PERF_FORMAT_LOST: then the LOST records are all there is.
+    uint64_t kernel_lost() const { return lost_samples ? lost_samples : lost; }
 };
 
 struct RecordSummary {
@@ -32,6 +37,7 @@ struct RecordSummary {
     std::vector<EventSummary> events;
     RingCounters total;
     uint64_t lost_samples = 0;
+    uint64_t kernel_lost = 0;   // samples the kernel dropped, counted once (see EventSummary)
     uint64_t cqes = 0;          // poll completions
     uint64_t rearms = 0;        // multishot polls re-armed after a CQE without IORING_CQE_F_MORE
     uint64_t hangups = 0;       // rings retired after POLLHUP/POLLERR

@@ -87,7 +87,8 @@ public:
     // ids/events may be null: then per-event counts are not kept.
     RingReader(RingView view, const IdMap* ids, std::span<EventCounters> events);
 
-    // Consumes everything up to the current data_head (or as much as staging takes) and releases it.
+    // Consumes everything up to the current data_head, or the whole records that fit in staging, and
+    // releases it to the kernel. Never leaves half a record in staging.
     DrainResult drain(StagingPool& staging);
 
     const RingCounters& counters() const { return counters_; }
@@ -95,12 +96,11 @@ public:
 
 private:
     void copy_out(uint64_t from, std::byte* dst, uint64_t len) const;
-    void account(uint64_t end);
+    uint64_t account(uint64_t limit);
 
     RingView view_;
     uint64_t mask_ = 0;
     uint64_t tail_ = 0;       // our copy of data_tail; we are its only writer
-    uint64_t parse_pos_ = 0;  // start of the next record to account (may run ahead of tail_)
     const IdMap* ids_ = nullptr;
     std::span<EventCounters> events_;
     RingCounters counters_;

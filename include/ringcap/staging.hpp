@@ -12,6 +12,7 @@
 namespace ringcap {
 
 inline constexpr size_t kStagingAlign = 4096;
+inline constexpr size_t kMinStagingBytes = 128 * 1024;
 
 struct StagingBuffer {
     uint32_t index;
@@ -21,7 +22,8 @@ struct StagingBuffer {
 
 class StagingPool {
 public:
-    // buffer_size must be a non-zero multiple of kStagingAlign; count >= 2.
+    // buffer_size must be a non-zero multiple of kStagingAlign; count >= 2; together at least
+    // kMinStagingBytes so that the largest perf record (64 KiB) always fits once writes complete.
     StagingPool(size_t buffer_size, size_t count);
     ~StagingPool();
     StagingPool(const StagingPool&) = delete;
@@ -34,6 +36,9 @@ public:
     void commit(size_t n);
     // Appends a small object (e.g. a FINISHED_ROUND record) if it fits in the free space; false if not.
     bool append(const void* src, size_t n);
+
+    // Bytes writable() can still hand out before a write completes.
+    size_t free_bytes() const { return (current_ ? buffer_size_ - fill_ : 0) + free_.size() * buffer_size_; }
 
     bool has_ready() const { return ready_count_ > 0; }
     // Oldest full buffer, in stream order.

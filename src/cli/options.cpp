@@ -1,4 +1,5 @@
 #include "ringcap/options.hpp"
+#include "ringcap/staging.hpp"
 
 #include <cerrno>
 #include <cmath>
@@ -157,6 +158,8 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
             break;
         }
     }
+    if (o.staging_buffers && o.staging_buffers * o.staging_buffer_bytes < kMinStagingBytes)
+        bad("staging needs at least 128 KiB in all (--staging-buffers x --staging-kb)");
     if (have_F && have_c) bad("-F and -c exclude each other: give a frequency or a period");
     if (o.sampling.wakeup_events && o.sampling.wakeup_watermark)
         bad("--wakeup-events and --wakeup-watermark exclude each other");

@@ -372,6 +372,8 @@ int Session::run(RecordSummary& sum) {
     // Every armed poll can have a CQE outstanding plus every write in flight; 2x for headroom, since
     // an overflowing CQ ends multishot polls.
     up.cq_entries = opts_.cq_entries ? opts_.cq_entries : round_up_pow2(unsigned(2 * (nrings + nbuf + 4)));
+    // The kernel needs CQ >= SQ; a tiny CQ (a test knob) gets a tiny SQ, sqe() submits when it is full.
+    up.sq_entries = std::min(up.sq_entries, up.cq_entries);
     uring_ = std::make_unique<Uring>(up);
 
     // Setup succeeded: only now may an existing output be touched (perf keeps one .old).
@@ -496,6 +498,7 @@ int Session::run(RecordSummary& sum) {
         es.lost = event_counters_[e].lost;
         es.lost_samples = event_lost_samples_[e];
         sum.events.push_back(es);
+        sum.kernel_lost += es.kernel_lost();
     }
     sum.exit_code = writer_->failed() ? 1 : 0;
     print_summary(sum);
@@ -522,7 +525,7 @@ void Session::finish_file(RecordSummary& sum) {
 }
 
 void Session::print_summary(const RecordSummary& s) const {
-    auto& o = log_;
+    std::ostringstream o;  // one write to stderr
     o << "ringcap: stopped (" << s.stop_reason << ") after " << std::fixed << std::setprecision(2) << s.seconds
       << " s\n";
     o << "  cpu         bytes    records    samples  lost-recs       lost   cqes rearms\n";
@@ -534,16 +537,16 @@ void Session::print_summary(const RecordSummary& s) const {
       << s.total.samples << std::setw(11) << s.total.lost_records << std::setw(11) << s.total.lost << std::setw(7)
       << s.cqes << std::setw(7) << s.rearms << "\n";
     for (const auto& e : s.events)
-        o << "  event " << e.name << ": samples " << e.samples << ", kernel-lost " << e.lost + e.lost_samples << "\n";
+        o << "  event " << e.name << ": samples " << e.samples << ", kernel-lost " << e.kernel_lost() << "\n";
     const double mb = double(s.file_bytes) / 1e6;
     o << "ringcap: wrote " << std::setprecision(3) << mb << " MB to '" << s.path << "' ("
       << (s.o_direct ? "O_DIRECT" : "buffered") << ", " << s.writes << " writes, " << std::setprecision(1)
       << (s.seconds > 0 ? mb / s.seconds : 0.0) << " MB/s), " << s.rounds << " rounds, " << s.io_uring_enters
       << " io_uring_enter calls\n";
-    o << "ringcap: samples=" << s.total.samples << " records=" << s.total.records << " lost=" << s.total.lost
-      << " lost_samples=" << s.lost_samples << " cqes=" << s.cqes << " rearms=" << s.rearms << " hangups=" << s.hangups
+    o << "ringcap: samples=" << s.total.samples << " records=" << s.total.records << " lost=" << s.kernel_lost
+      << " lost_records=" << s.total.lost_records << " cqes=" << s.cqes << " rearms=" << s.rearms << " hangups=" << s.hangups
       << " bytes=" << s.file_bytes << "\n";
-    const uint64_t lost = s.total.lost + s.lost_samples;
+    const uint64_t lost = s.kernel_lost;
     if (lost > 0)
         o << "ringcap: WARNING: the kernel dropped " << lost << " sample(s) ("
           << std::setprecision(2) << 100.0 * double(lost) / double(lost + s.total.samples)
@@ -551,6 +554,7 @@ void Session::print_summary(const RecordSummary& s) const {
              "or fewer events.\n";
     if (s.total.bad_headers > 0)
         o << "ringcap: WARNING: " << s.total.bad_headers << " malformed record header(s) seen in the rings\n";
+    log_ << o.str() << std::flush;
 }
 
 }  // namespace

@@ -14,7 +14,6 @@ RingReader::RingReader(RingView view, const IdMap* ids, std::span<EventCounters>
     assert(view.size != 0 && (view.size & (view.size - 1)) == 0);
     // We are the only writer of data_tail; start where a previous reader (if any) left off.
     tail_ = __atomic_load_n(&view_.page->data_tail, __ATOMIC_RELAXED);
-    parse_pos_ = tail_;
 }
 
 void RingReader::copy_out(uint64_t from, std::byte* dst, uint64_t len) const {
@@ -33,24 +32,26 @@ static T load_at(const std::byte* data, uint64_t mask, uint64_t pos) {
     return v;
 }
 
-void RingReader::account(uint64_t end) {
-    // Walks record headers that start before `end`. Every record that starts before `end` lies
-    // entirely before data_head (the kernel moves data_head past whole records only).
-    while (parse_pos_ < end) {
-        auto hdr = load_at<perf_event_header>(view_.data, mask_, parse_pos_);
+uint64_t RingReader::account(uint64_t limit) {
+    // Walks the records that lie wholly in [tail_, limit) and returns where the last one ends.
+    // data_head only moves past whole records, so every record that starts below head is complete.
+    uint64_t pos = tail_;
+    while (pos < limit) {
+        auto hdr = load_at<perf_event_header>(view_.data, mask_, pos);
         if (hdr.size < sizeof(perf_event_header) || hdr.size % 8 != 0) {
-            // Cannot happen with a sane kernel; resynchronise at the copied end rather than loop.
+            // Cannot happen with a sane kernel. Keep the bytes (the file shows the damage) and resync
+            // at the limit rather than loop.
             ++counters_.bad_headers;
-            parse_pos_ = end;
-            break;
+            return limit;
         }
+        if (pos + hdr.size > limit) break;  // does not fit in staging: next drain
         ++counters_.records;
         switch (hdr.type) {
             case PERF_RECORD_SAMPLE: {
                 ++counters_.samples;
                 // PERF_SAMPLE_IDENTIFIER puts the id first in every sample.
                 if (ids_ && hdr.size >= 16) {
-                    size_t ev = ids_->find(load_at<uint64_t>(view_.data, mask_, parse_pos_ + 8));
+                    size_t ev = ids_->find(load_at<uint64_t>(view_.data, mask_, pos + 8));
                     if (ev < events_.size()) ++events_[ev].samples;
                 }
                 break;
@@ -59,10 +60,10 @@ void RingReader::account(uint64_t end) {
                 // { header; u64 id; u64 lost; sample_id }
                 ++counters_.lost_records;
                 if (hdr.size >= 24) {
-                    uint64_t lost = load_at<uint64_t>(view_.data, mask_, parse_pos_ + 16);
+                    uint64_t lost = load_at<uint64_t>(view_.data, mask_, pos + 16);
                     counters_.lost += lost;
                     if (ids_) {
-                        size_t ev = ids_->find(load_at<uint64_t>(view_.data, mask_, parse_pos_ + 8));
+                        size_t ev = ids_->find(load_at<uint64_t>(view_.data, mask_, pos + 8));
                         if (ev < events_.size()) events_[ev].lost += lost;
                     }
                 }
@@ -74,8 +75,9 @@ void RingReader::account(uint64_t end) {
             default:
                 break;
         }
-        parse_pos_ += hdr.size;
+        pos += hdr.size;
     }
+    return pos;
 }
 
 DrainResult RingReader::drain(StagingPool& staging) {
@@ -84,28 +86,30 @@ DrainResult RingReader::drain(StagingPool& staging) {
     const uint64_t head = __atomic_load_n(&view_.page->data_head, __ATOMIC_ACQUIRE);
     const uint64_t avail = head - tail_;
     assert(avail <= view_.size);
+    if (avail == 0) return {0, true};
 
-    uint64_t copied = 0;
-    while (copied < avail) {
+    // Staging is one byte stream shared by every ring: take only whole records, so that when staging
+    // runs out the next ring's bytes never follow half a record.
+    const uint64_t end = account(tail_ + std::min<uint64_t>(avail, staging.free_bytes()));
+    const uint64_t len = end - tail_;
+    for (uint64_t copied = 0; copied < len;) {
         auto space = staging.writable();
-        if (space.empty()) break;
-        uint64_t n = std::min<uint64_t>(avail - copied, space.size());
+        assert(!space.empty());
+        uint64_t n = std::min<uint64_t>(len - copied, space.size());
         copy_out(tail_ + copied, space.data(), n);
         staging.commit(n);
         copied += n;
     }
-    if (copied == 0) return {0, avail == 0};
-
-    const uint64_t new_tail = tail_ + copied;
-    account(new_tail);  // reads ring memory: must happen before the tail is released
-    // RELEASE orders all our reads of [tail, new_tail) (copies and header walks) before the kernel
-    // can see the space as free and overwrite it.
-    __atomic_store_n(&view_.page->data_tail, new_tail, __ATOMIC_RELEASE);
-    tail_ = new_tail;
-    counters_.bytes += copied;
-    const bool complete = copied == avail;
+    if (len > 0) {
+        // RELEASE orders all our reads of [tail, end) (header walk and copies) before the kernel can
+        // see the space as free and overwrite it.
+        __atomic_store_n(&view_.page->data_tail, end, __ATOMIC_RELEASE);
+        tail_ = end;
+        counters_.bytes += len;
+    }
+    const bool complete = end == head;
     if (!complete) ++counters_.partial_drains;
-    return {copied, complete};
+    return {len, complete};
 }
 
 }  // namespace ringcap

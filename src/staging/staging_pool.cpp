@@ -10,8 +10,8 @@
 namespace ringcap {
 
 StagingPool::StagingPool(size_t buffer_size, size_t count) : buffer_size_(buffer_size) {
-    if (buffer_size == 0 || buffer_size % kStagingAlign != 0 || count < 2)
-        throw std::invalid_argument("staging: buffer size must be a multiple of 4096 and count >= 2");
+    if (buffer_size == 0 || buffer_size % kStagingAlign != 0 || count < 2 || buffer_size * count < kMinStagingBytes)
+        throw std::invalid_argument("staging: buffers must be multiples of 4096, at least 2, 128 KiB in all");
     buffers_.reserve(count);
     free_.reserve(count);
     ready_.assign(count, 0);
@@ -57,8 +57,7 @@ bool StagingPool::append(const void* src, size_t n) {
     // Small records may straddle two buffers, as ring bytes do: the file is one byte stream.
     const auto* p = static_cast<const std::byte*>(src);
     // Check the space first so a record is never half-appended.
-    size_t space = current_ ? buffer_size_ - fill_ : 0;
-    if (space < n && free_.size() * buffer_size_ + space < n) return false;
+    if (free_bytes() < n) return false;
     while (n > 0) {
         auto w = writable();
         size_t k = std::min(n, w.size());
