@@ -1,0 +1,94 @@
+// Command-line parsing: perf record's flags, and one clear error (exit status 2) for bad input.
+#include <catch2/catch.hpp>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ringcap/options.hpp"
+
+using namespace ringcap;
+
+namespace {
+std::vector<std::string> split(const std::string& s) {
+    std::istringstream in(s);
+    std::vector<std::string> v;
+    for (std::string w; in >> w;) v.push_back(w);
+    return v;
+}
+}  // namespace
+
+TEST_CASE("record options follow perf record", "[cli]") {
+    auto o = parse_record_args(split("-a -e cpu-clock,task-clock,page-faults -F 2000 -m 256 -o out.data --duration 1.5 -v"));
+    CHECK(o.all_cpus);
+    REQUIRE(o.events.size() == 3);
+    CHECK(o.events[0].name == "cpu-clock");
+    CHECK(o.events[0].config == PERF_COUNT_SW_CPU_CLOCK);
+    CHECK(o.events[1].config == PERF_COUNT_SW_TASK_CLOCK);
+    CHECK(o.events[2].config == PERF_COUNT_SW_PAGE_FAULTS);
+    CHECK(o.sampling.use_freq);
+    CHECK(o.sampling.freq == 2000);
+    CHECK(o.mmap_pages == 256);
+    CHECK(o.output == "out.data");
+    CHECK(o.duration_s == Approx(1.5));
+    CHECK(o.verbose == 1);
+
+    auto d = parse_record_args(split("-C 0,2-3"));
+    CHECK(d.events.size() == 1);
+    CHECK(d.events[0].name == "cpu-clock");  // default event
+    CHECK(d.sampling.freq == 4000);          // default frequency
+    CHECK(d.mmap_pages == 128);
+    CHECK(d.output == "perf.data");
+    REQUIRE(d.cpus);
+    CHECK(*d.cpus == std::vector<int>{0, 2, 3});
+
+    auto c = parse_record_args(split("-c 10000 -m 2M -- sleep 1"));
+    CHECK_FALSE(c.sampling.use_freq);
+    CHECK(c.sampling.period == 10000);
+    CHECK(c.mmap_pages == 512);
+    CHECK(c.command == std::vector<std::string>{"sleep", "1"});
+
+    auto e = parse_record_args(split("-a -F4000 --output=x.data --wakeup-watermark 65536"));
+    CHECK(e.sampling.freq == 4000);
+    CHECK(e.output == "x.data");
+    CHECK(e.sampling.wakeup_watermark == 65536);
+}
+
+TEST_CASE("bad record command lines are refused with exit status 2", "[cli]") {
+    const char* bad[] = {
+        "",                          // no target
+        "-a -C 0",                   // both targets
+        "-a -e nope",                // unknown event
+        "-a -e cpu-clock,,dummy",    // empty event name
+        "-C 1-0",                    // malformed list
+        "-C x",                      //
+        "-C ''",                     //
+        "-a -F 0",                   // zero frequency
+        "-a -F -5",                  // negative
+        "-a -F 12abc",               // garbage
+        "-a -c 0",                   // zero period
+        "-a -F 100 -c 100",          // both
+        "-a -m 3",                   // not a power of two
+        "-a -m 0",                   //
+        "-a -m -4",                  //
+        "-a -m 99999999999",         // absurd
+        "-a --duration 0",           //
+        "-a --duration -1",          //
+        "-a --duration abc",         //
+        "-a --bogus",                // unknown flag
+        "-a -o",                     // missing value
+        "-a --",                     // no command after --
+        "-a --wakeup-events 1 --wakeup-watermark 4096",
+        "-a --staging-buffers 2 --staging-kb 4",  // below the 128 KiB floor
+    };
+    for (const char* line : bad) {
+        INFO("args: '" << line << "'");
+        try {
+            parse_record_args(split(line));
+            FAIL("accepted");
+        } catch (const Error& e) {
+            CHECK(e.exit_code() == 2);
+            CHECK(std::string(e.what()).size() > 10);
+        }
+    }
+}
