@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <linux/perf_event.h>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,12 +40,13 @@ inline constexpr uint64_t kDefaultReadFormat = PERF_FORMAT_ID | PERF_FORMAT_LOST
 
 perf_event_attr make_attr(const EventSpec& spec, const SamplingConfig& cfg);
 
-// One open perf event on one CPU.
+// One open perf event on one CPU (for one task, or for the whole CPU when tid is -1).
 struct OpenEvent {
     UniqueFd fd;
     uint64_t id = 0;  // PERF_EVENT_IOC_ID
     size_t event_index = 0;
     int cpu = -1;
+    int tid = -1;
 };
 
 // All events of one CPU. The first event owns the ring; the others are redirected into it
@@ -57,10 +59,15 @@ struct CpuEvents {
     int owner_fd() const { return events.front().fd.get(); }
 };
 
-// Opens every event on every CPU (disabled), maps one ring per CPU and redirects the others into it.
+// Opens every event on every CPU (disabled), for each task in `tids` or system-wide if `tids` is
+// empty, maps one ring per CPU on its first event and redirects the others into it.
 // Throws Error with what to change (sysctl, rlimit, flag) when the kernel refuses.
 std::vector<CpuEvents> open_cpu_events(const std::vector<EventSpec>& specs, const std::vector<perf_event_attr>& attrs,
-                                       const std::vector<int>& cpus, size_t ring_data_pages);
+                                       const std::vector<int>& cpus, const std::vector<int>& tids,
+                                       size_t ring_data_pages);
+
+// The threads of a process (/proc/PID/task), or nullopt if it does not exist.
+std::optional<std::vector<int>> threads_of(int pid);
 
 void enable_all(std::vector<CpuEvents>& cpus);
 void disable_all(std::vector<CpuEvents>& cpus);

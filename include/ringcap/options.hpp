@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ringcap/events.hpp"
+#include "ringcap/loop.hpp"
 
 namespace ringcap {
 
@@ -15,7 +16,9 @@ struct RecordOptions {
     // Target
     bool all_cpus = false;                  // -a
     std::optional<std::vector<int>> cpus;   // -C 0,2-3
-    std::vector<std::string> command;       // -- COMMAND ARGS...
+    std::vector<int> pids;                  // -p PID,...: existing processes (all their threads)
+    std::vector<int> tids;                  // -t TID,...: existing threads
+    std::vector<std::string> command;       // -- COMMAND ARGS... (per-task unless -a/-C)
     double duration_s = 0;                  // --duration SECONDS (0 = until stopped)
 
     // Events and sampling
@@ -26,6 +29,7 @@ struct RecordOptions {
     // Output
     std::string output = "perf.data";       // -o
     int verbose = 0;                        // -v
+    Backend backend = Backend::Auto;        // --backend uring|epoll (auto: io_uring, else epoll)
 
     // Internal knobs (tests and bench): staging geometry, CQ size, O_DIRECT.
     size_t staging_buffer_bytes = 1u << 20;
@@ -35,6 +39,11 @@ struct RecordOptions {
 
     std::vector<std::string> argv;          // the whole command line, for the CMDLINE feature
 };
+
+// Per-task capture: -p, -t, or a command without -a/-C.
+inline bool per_task(const RecordOptions& o) {
+    return !o.pids.empty() || !o.tids.empty() || (!o.command.empty() && !o.all_cpus && !o.cpus);
+}
 
 // Parses the arguments after "record". Throws Error (exit status 2) on bad input.
 RecordOptions parse_record_args(const std::vector<std::string>& args);

@@ -14,8 +14,7 @@ namespace ringcap {
 struct CpuSummary {
     int cpu = -1;
     RingCounters ring;
-    uint64_t cqes = 0;
-    uint64_t rearms = 0;
+    uint64_t cqes = 0;          // readiness notifications for this ring
     bool hung_up = false;
 };
 
@@ -33,6 +32,7 @@ struct EventSummary {
 
 struct RecordSummary {
     std::string path;
+    std::string backend;        // "io_uring" or "epoll"
     std::vector<CpuSummary> cpus;
     std::vector<EventSummary> events;
     RingCounters total;
@@ -43,7 +43,7 @@ struct RecordSummary {
     uint64_t hangups = 0;       // rings retired after POLLHUP/POLLERR
     uint64_t rounds = 0;        // PERF_RECORD_FINISHED_ROUND written
     uint64_t loop_iterations = 0;
-    uint64_t io_uring_enters = 0;
+    uint64_t io_uring_enters = 0;  // io_uring_enter (or epoll_wait) calls
     uint64_t file_bytes = 0;    // data section bytes on disk
     uint64_t writes = 0;
     double seconds = 0;

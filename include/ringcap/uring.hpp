@@ -1,5 +1,4 @@
-// The io_uring every stage shares: polls on ring owners, writes of staging buffers, and the stop
-// sources (signalfd, child pidfd, duration timeout) all complete on one CQ.
+// Move-only owner of an io_uring instance, set up with the best flags the kernel accepts.
 #pragma once
 
 #include <cstdint>
@@ -7,12 +6,6 @@
 #include <string>
 
 namespace ringcap {
-
-// user_data = kind in the top byte, an index below.
-enum class Tag : uint8_t { Poll = 1, Write = 2, Signal = 3, Child = 4, Timer = 5, Cancel = 6 };
-inline constexpr uint64_t make_tag(Tag t, uint64_t index) { return (uint64_t(t) << 56) | index; }
-inline constexpr Tag tag_kind(uint64_t user_data) { return Tag(user_data >> 56); }
-inline constexpr uint32_t tag_index(uint64_t user_data) { return uint32_t(user_data & 0xffffffffu); }
 
 class Uring {
 public:

@@ -1,5 +1,6 @@
-// Writer: full staging buffers go to the output file as batched io_uring writes (O_DIRECT where the
-// filesystem allows). A buffer returns to the pool only after its write completed in full.
+// Writer: full staging buffers go to the output file as batched writes through the Loop (io_uring
+// SQEs, or pwrite on the epoll backend), O_DIRECT where the filesystem allows. A buffer returns to the
+// pool only after its write completed in full.
 #pragma once
 
 #include <cstdint>
@@ -7,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "ringcap/loop.hpp"
 #include "ringcap/staging.hpp"
 #include "ringcap/sys.hpp"
-#include "ringcap/uring.hpp"
 
 namespace ringcap {
 
@@ -34,12 +35,11 @@ private:
 };
 
 struct WriterStats {
-    uint64_t bytes = 0;           // bytes whose write completed
-    uint64_t writes = 0;          // write SQEs prepared (including resubmissions)
+    uint64_t bytes = 0;          // bytes whose write completed
+    uint64_t writes = 0;         // writes issued (including resubmissions)
     uint64_t short_writes = 0;
-    uint64_t retries = 0;         // EAGAIN/EINTR resubmissions
+    uint64_t retries = 0;        // EAGAIN/EINTR resubmissions
     uint64_t direct_writes = 0;
-    uint64_t fixed_writes = 0;    // writes from registered buffers
 };
 
 // Test seam: given a write's (offset, length) and the kernel's result, returns the result the writer
@@ -49,19 +49,20 @@ using WriteFault = std::function<int(uint64_t offset, uint32_t len, int res)>;
 class Writer {
 public:
     // Data goes to [data_offset, ...) in the order buffers leave the pool's ready queue.
-    // data_offset must be a multiple of kStagingAlign.
-    Writer(Uring& ring, OutputFile& file, StagingPool& pool, uint64_t data_offset);
+    // data_offset must be a multiple of kStagingAlign. Calls loop.attach_output().
+    Writer(Loop& loop, OutputFile& file, StagingPool& pool, uint64_t data_offset);
 
     void set_fault(WriteFault f) { fault_ = std::move(f); }
 
-    // Queues a write SQE for every ready buffer (the caller's next submit sends them as one batch).
+    // Issues a write for every ready buffer (on io_uring they go out together with the next enter).
     void queue_ready();
-    // Queues the partly filled current buffer (at stop).
+    // Issues the partly filled current buffer (at stop).
     void queue_partial();
-    // Handles a Tag::Write completion.
+    // Handles a write completion for pool buffer `index`.
     void on_completion(uint32_t index, int res);
-    // Submits and reaps until no write is in flight; other CQEs go to `other`.
-    void wait_idle(const std::function<void(const io_uring_cqe&)>& other);
+    // Runs the loop until no write is in flight; ring and stop events meanwhile are ignored
+    // (used at stop, and by tests).
+    void wait_idle();
 
     size_t in_flight() const { return in_flight_; }
     bool failed() const { return error_ != 0; }
@@ -70,28 +71,26 @@ public:
     uint64_t bytes_queued() const { return next_offset_ - data_offset_; }
     // Bytes from data_offset up to the first failed write: all of them are on disk.
     uint64_t bytes_kept() const;
-    bool registered_buffers() const { return registered_; }
     const WriterStats& stats() const { return stats_; }
 
 private:
     struct Slot {
-        uint64_t offset = 0;   // file offset of the next byte to write
-        uint32_t done = 0;     // bytes of this buffer already written
-        uint32_t len = 0;      // bytes in this buffer
+        uint64_t offset = 0;  // file offset of the next byte to write
+        uint32_t done = 0;    // bytes of this buffer already written
+        uint32_t len = 0;     // bytes in this buffer
         uint32_t eagain = 0;
         bool busy = false;
     };
     void queue(const StagingBuffer& b);
-    void prep(uint32_t index);
+    void issue(uint32_t index);
 
-    Uring& ring_;
+    Loop& loop_;
     OutputFile& file_;
     StagingPool& pool_;
     std::vector<Slot> slots_;
     uint64_t data_offset_;
     uint64_t next_offset_;
     size_t in_flight_ = 0;
-    bool registered_ = false;
     int error_ = 0;
     uint64_t first_failed_offset_ = UINT64_MAX;
     WriteFault fault_;

@@ -11,6 +11,8 @@ const char* const kRecordUsage =
     "usage: ringcap record [options] [-- COMMAND [ARGS...]]\n"
     "  -a, --all-cpus           record on every online CPU\n"
     "  -C, --cpu LIST           record on these CPUs (e.g. 0,2-3)\n"
+    "  -p, --pid PID,...        record these processes (all their threads, and children they start)\n"
+    "  -t, --tid TID,...        record these threads\n"
     "  -e, --event LIST         events, comma separated (default cpu-clock)\n"
     "  -F, --freq HZ            sample at HZ per event and CPU (default 4000)\n"
     "  -c, --count PERIOD       sample every PERIOD events instead of -F\n"
@@ -19,8 +21,10 @@ const char* const kRecordUsage =
     "      --duration SECONDS   stop after SECONDS\n"
     "      --wakeup-events N    wake the collector every N samples\n"
     "      --wakeup-watermark B wake the collector every B bytes\n"
+    "      --backend uring|epoll  event loop (default: io_uring, epoll if io_uring is unavailable)\n"
     "  -v, --verbose            print the setup (backend, O_DIRECT, sizes)\n"
-    "SIGINT, SIGTERM or SIGHUP stop the record cleanly; with -- COMMAND it stops when the command exits.\n";
+    "Without -a/-C, -- COMMAND records the command and its children (per task); with -a it records\n"
+    "system-wide while the command runs. SIGINT, SIGTERM or SIGHUP stop the record cleanly.\n";
 
 namespace {
 
@@ -96,6 +100,24 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
             auto cpus = parse_cpu_list(v);
             if (!cpus || cpus->empty()) bad("-C '" + v + "' is not a CPU list (e.g. 0,2-3)");
             o.cpus = *cpus;
+        } else if (a == "-p" || a == "--pid" || a == "-t" || a == "--tid") {
+            std::string v = value();
+            auto& list = (a == "-p" || a == "--pid") ? o.pids : o.tids;
+            size_t pos = 0;
+            while (true) {
+                size_t comma = v.find(',', pos);
+                std::string item = v.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+                uint64_t id = parse_u64(a, item);
+                if (id == 0 || id > 0x3fffffff) bad(a + " " + item + " is not a process or thread id");
+                list.push_back(int(id));
+                if (comma == std::string::npos) break;
+                pos = comma + 1;
+            }
+        } else if (a == "--backend") {
+            std::string v = value();
+            if (v == "uring" || v == "io_uring") o.backend = Backend::Uring;
+            else if (v == "epoll") o.backend = Backend::Epoll;
+            else bad("--backend must be uring or epoll, got '" + v + "'");
         } else if (a == "-e" || a == "--event") {
             events = value();
         } else if (a == "-F" || a == "--freq") {
@@ -164,8 +186,11 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
     if (o.sampling.wakeup_events && o.sampling.wakeup_watermark)
         bad("--wakeup-events and --wakeup-watermark exclude each other");
     if (o.all_cpus && o.cpus) bad("-a and -C exclude each other");
-    if (!o.all_cpus && !o.cpus && o.command.empty())
-        bad("nothing to record: give -a (all CPUs), -C LIST, or -- COMMAND");
+    const bool tasks = !o.pids.empty() || !o.tids.empty();
+    if (tasks && (o.all_cpus || o.cpus)) bad("-p/-t record tasks: they exclude -a and -C");
+    if (tasks && !o.command.empty()) bad("-p/-t and a command exclude each other");
+    if (!o.all_cpus && !o.cpus && o.command.empty() && !tasks)
+        bad("nothing to record: give -a (all CPUs), -C LIST, -p PID, -t TID, or -- COMMAND");
     o.events = parse_event_list(events);
     return o;
 }

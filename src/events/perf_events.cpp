@@ -1,4 +1,7 @@
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
+#include <dirent.h>
 #include <cstring>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
@@ -15,8 +18,9 @@ int perf_event_open(perf_event_attr* attr, pid_t pid, int cpu, int group_fd, uns
     return static_cast<int>(::syscall(SYS_perf_event_open, attr, pid, cpu, group_fd, flags));
 }
 
-std::string open_failure(const EventSpec& spec, int cpu, int err, const perf_event_attr& attr) {
-    std::string where = "perf_event_open(" + spec.name + ", cpu " + std::to_string(cpu) + "): " + errno_text(err);
+std::string open_failure(const EventSpec& spec, int cpu, int tid, int err, const perf_event_attr& attr) {
+    std::string where = "perf_event_open(" + spec.name + ", cpu " + std::to_string(cpu) +
+                        (tid >= 0 ? ", task " + std::to_string(tid) : std::string()) + "): " + errno_text(err);
     auto paranoid = read_sysctl("kernel/perf_event_paranoid");
     switch (err) {
         case EACCES:
@@ -31,6 +35,8 @@ std::string open_failure(const EventSpec& spec, int cpu, int err, const perf_eve
                 return "event '" + spec.name + "' is not supported on this machine (no hardware PMU, " +
                        errno_text(err) + "): use a software event such as cpu-clock";
             return "event '" + spec.name + "' is not supported by this kernel: " + errno_text(err);
+        case ESRCH:
+            return "task " + std::to_string(tid) + " does not exist (it exited during setup?): " + errno_text(err);
         case ENODEV:
             return where + "; CPU " + std::to_string(cpu) + " does not exist or is offline (see -C)";
         case EMFILE:
@@ -52,46 +58,67 @@ std::string open_failure(const EventSpec& spec, int cpu, int err, const perf_eve
 }  // namespace
 
 std::vector<CpuEvents> open_cpu_events(const std::vector<EventSpec>& specs, const std::vector<perf_event_attr>& attrs,
-                                       const std::vector<int>& cpus, size_t ring_data_pages) {
+                                       const std::vector<int>& cpus, const std::vector<int>& tids,
+                                       size_t ring_data_pages) {
+    const std::vector<int> system_wide{-1};
+    const std::vector<int>& targets = tids.empty() ? system_wide : tids;
     std::vector<CpuEvents> out;
     out.reserve(cpus.size());
     for (int cpu : cpus) {
         CpuEvents ce;
         ce.cpu = cpu;
-        for (size_t e = 0; e < specs.size(); ++e) {
-            perf_event_attr attr = attrs[e];
-            int fd = perf_event_open(&attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-            if (fd < 0) throw Error(open_failure(specs[e], cpu, errno, attr));
-            OpenEvent ev;
-            ev.fd.reset(fd);
-            ev.cpu = cpu;
-            ev.event_index = e;
-            if (::ioctl(fd, PERF_EVENT_IOC_ID, &ev.id) != 0)
-                throw Error("PERF_EVENT_IOC_ID failed for " + specs[e].name + ": " + errno_text(errno));
-            if (e == 0) {
-                // Map the owner's ring before anything can poll it (seed 000).
-                auto ring = RingBuffer::map(fd, ring_data_pages);
-                if (!ring) {
-                    int err = errno;
-                    std::string msg = "mmap of a " + std::to_string(ring_data_pages) + "-page ring on cpu " +
-                                      std::to_string(cpu) + " failed: " + errno_text(err);
-                    if (err == EPERM || err == ENOMEM)
-                        msg += "; ring memory exceeds kernel.perf_event_mlock_kb (" +
-                               std::to_string(read_sysctl("kernel/perf_event_mlock_kb").value_or(-1)) +
-                               " KiB per user) plus RLIMIT_MEMLOCK: use a smaller -m, run as root, or raise "
-                               "the sysctl";
-                    throw Error(msg);
+        for (int tid : targets) {
+            for (size_t e = 0; e < specs.size(); ++e) {
+                perf_event_attr attr = attrs[e];
+                int fd = perf_event_open(&attr, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+                if (fd < 0) throw Error(open_failure(specs[e], cpu, tid, errno, attr));
+                OpenEvent ev;
+                ev.fd.reset(fd);
+                ev.cpu = cpu;
+                ev.tid = tid;
+                ev.event_index = e;
+                if (::ioctl(fd, PERF_EVENT_IOC_ID, &ev.id) != 0)
+                    throw Error("PERF_EVENT_IOC_ID failed for " + specs[e].name + ": " + errno_text(errno));
+                if (ce.events.empty()) {
+                    // Map the owner's ring before anything can poll it (seed 000).
+                    auto ring = RingBuffer::map(fd, ring_data_pages);
+                    if (!ring) {
+                        int err = errno;
+                        std::string msg = "mmap of a " + std::to_string(ring_data_pages) + "-page ring on cpu " +
+                                          std::to_string(cpu) + " failed: " + errno_text(err);
+                        if (err == EPERM || err == ENOMEM)
+                            msg += "; ring memory exceeds kernel.perf_event_mlock_kb (" +
+                                   std::to_string(read_sysctl("kernel/perf_event_mlock_kb").value_or(-1)) +
+                                   " KiB per user) plus RLIMIT_MEMLOCK: use a smaller -m, run as root, or raise "
+                                   "the sysctl";
+                        throw Error(msg);
+                    }
+                    ce.ring = std::move(*ring);
+                } else if (::ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ce.events.front().fd.get()) != 0) {
+                    throw Error("PERF_EVENT_IOC_SET_OUTPUT of " + specs[e].name + " into the cpu " +
+                                std::to_string(cpu) + " ring failed: " + errno_text(errno));
                 }
-                ce.ring = std::move(*ring);
-            } else if (::ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ce.events.front().fd.get()) != 0) {
-                throw Error("PERF_EVENT_IOC_SET_OUTPUT of " + specs[e].name + " into the cpu " + std::to_string(cpu) +
-                            " ring failed: " + errno_text(errno));
+                ce.events.push_back(std::move(ev));
             }
-            ce.events.push_back(std::move(ev));
         }
         out.push_back(std::move(ce));
     }
     return out;
+}
+
+std::optional<std::vector<int>> threads_of(int pid) {
+    std::string dir = "/proc/" + std::to_string(pid) + "/task";
+    DIR* d = opendir(dir.c_str());
+    if (!d) return std::nullopt;
+    std::vector<int> tids;
+    while (dirent* ent = readdir(d)) {
+        char* end = nullptr;
+        long t = std::strtol(ent->d_name, &end, 10);
+        if (end && *end == 0 && t > 0) tids.push_back(int(t));
+    }
+    closedir(d);
+    std::sort(tids.begin(), tids.end());
+    return tids;
 }
 
 void enable_all(std::vector<CpuEvents>& cpus) {

@@ -20,7 +20,7 @@
 #include "ringcap/events.hpp"
 #include "ringcap/perf_data.hpp"
 #include "ringcap/staging.hpp"
-#include "ringcap/uring.hpp"
+#include "ringcap/loop.hpp"
 #include "ringcap/writer.hpp"
 
 namespace ringcap {
@@ -28,12 +28,6 @@ namespace ringcap {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-unsigned round_up_pow2(unsigned v) {
-    unsigned p = 1;
-    while (p < v) p <<= 1;
-    return p;
-}
 
 // Blocks the stop signals for the whole record so they arrive through a signalfd on the io_uring,
 // and so a second Ctrl-C during the final flush cannot interrupt it. Restores the mask on exit.
@@ -129,6 +123,7 @@ public:
         }
     }
     int pidfd() const { return pidfd_.get(); }
+    int pid() const { return pid_; }
     void start() {
         char c = 1;
         if (::write(go_.get(), &c, 1) != 1) throw Error("cannot start the command: " + errno_text(errno));
@@ -155,9 +150,10 @@ private:
 struct RingState {
     RingReader reader;
     IdMap ids;
-    bool retired = false;        // hung up: no longer polled
+    uint32_t watching = 0;       // which of the CPU's event fds is polled (0 = owner)
+    bool retired = false;        // every fd hung up: no longer polled
     bool final_drained = false;  // retired and emptied
-    uint64_t cqes = 0, rearms = 0;
+    uint64_t events = 0;         // readiness notifications
 };
 
 std::string human_bytes(uint64_t b) {
@@ -170,20 +166,24 @@ std::string human_bytes(uint64_t b) {
     return s.str();
 }
 
-class Session {
+class Session final : public LoopHandler {
 public:
     Session(const RecordOptions& o, std::ostream& log) : opts_(o), log_(log) {}
     int run(RecordSummary& sum);
 
+    // LoopHandler
+    void on_ring(uint32_t ring, uint32_t which, int revents) override;
+    void on_write(uint32_t slot, int res) override { writer_->on_completion(slot, res); }
+    void on_source(Source s) override;
+
 private:
     void validate_output() const;
     std::vector<int> resolve_cpus() const;
-    void arm_poll(uint32_t i);
-    void handle_cqes(bool stopping);
+    std::vector<int> resolve_tasks() const;
     bool sweep();
     void append_blocking(const void* p, size_t n);
-    void wait_for_writes();
     void finish_file(RecordSummary& sum);
+    void fill_summary(RecordSummary& sum) const;
     void print_summary(const RecordSummary& sum) const;
 
     const RecordOptions& opts_;
@@ -195,14 +195,17 @@ private:
     std::vector<AttrEntry> attrs_;
     std::unique_ptr<SignalBlock> signals_;
     std::unique_ptr<Child> child_;
-    std::unique_ptr<Uring> uring_;
+    std::unique_ptr<Loop> loop_;
     std::unique_ptr<StagingPool> staging_;
     std::unique_ptr<OutputFile> file_;
     std::unique_ptr<Writer> writer_;
+    std::string fallback_reason_;
     uint64_t data_offset_ = 0;
+    bool per_task_ = false;
     bool stop_ = false;
+    bool stopping_ = false;
     std::string stop_reason_;
-    uint64_t rounds_ = 0, iterations_ = 0, hangups_ = 0;
+    uint64_t rounds_ = 0, hangups_ = 0, iterations_after_hangup_ = 0;
     size_t live_rings_ = 0;
 };
 
@@ -218,6 +221,8 @@ void Session::validate_output() const {
         throw Error("output directory '" + dir + "' is not writable: " + errno_text(errno) + " (choose another -o)");
     if (stat(out.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
         throw Error("output '" + out + "' is a directory: give a file name with -o");
+    if (stat(out.c_str(), &st) == 0 && access(out.c_str(), W_OK) != 0)
+        throw Error("output '" + out + "' is not writable: " + errno_text(errno) + " (choose another -o)");
 }
 
 std::vector<int> Session::resolve_cpus() const {
@@ -232,63 +237,67 @@ std::vector<int> Session::resolve_cpus() const {
     return *opts_.cpus;
 }
 
-void Session::arm_poll(uint32_t i) {
-    // Only ring owners are polled; the events redirected into a ring wake its owner (seed 001).
-    io_uring_sqe* sqe = uring_->sqe();
-    io_uring_prep_poll_multishot(sqe, cpus_[i].owner_fd(), POLLIN);
-    io_uring_sqe_set_data64(sqe, make_tag(Tag::Poll, i));
+std::vector<int> Session::resolve_tasks() const {
+    std::vector<int> tids;
+    for (int pid : opts_.pids) {
+        auto t = threads_of(pid);
+        if (!t || t->empty()) throw Error("-p " + std::to_string(pid) + ": no such process");
+        tids.insert(tids.end(), t->begin(), t->end());
+    }
+    for (int tid : opts_.tids) {
+        struct stat st{};
+        if (stat(("/proc/" + std::to_string(tid)).c_str(), &st) != 0)
+            throw Error("-t " + std::to_string(tid) + ": no such thread");
+        tids.push_back(tid);
+    }
+    std::sort(tids.begin(), tids.end());
+    tids.erase(std::unique(tids.begin(), tids.end()), tids.end());
+    return tids;
 }
 
-void Session::handle_cqes(bool stopping) {
-    io_uring_cqe* cqe;
-    unsigned head, seen = 0;
-    io_uring_for_each_cqe(uring_->raw(), head, cqe) {
-        ++seen;
-        const io_uring_cqe c = *cqe;
-        const uint32_t idx = tag_index(c.user_data);
-        switch (tag_kind(c.user_data)) {
-            case Tag::Poll: {
-                RingState& r = rings_[idx];
-                ++r.cqes;
-                if (r.retired) break;
-                const bool hup = c.res > 0 && (c.res & (POLLHUP | POLLERR));
-                const bool transient = c.res == -ECANCELED || c.res == -EAGAIN || c.res == -ENOMEM || c.res == -EINTR;
-                if (hup || (c.res < 0 && !transient)) {
-                    // The event hung up (task exited) or the fd is broken: the next sweep drains what is
-                    // left; it is never polled again, so a hung-up fd cannot make us spin (seed 000).
-                    r.retired = true;
-                    ++hangups_;
-                    --live_rings_;
-                    if (c.res < 0)
-                        log_ << "ringcap: poll on cpu " << cpus_[idx].cpu << " failed: " << errno_text(-c.res)
-                             << "; ring retired after a final drain\n";
-                } else if (!(c.flags & IORING_CQE_F_MORE) && !stopping) {
-                    // The multishot request ended (e.g. the CQ was full): arm it again.
-                    ++r.rearms;
-                    arm_poll(idx);
-                }
-                break;
-            }
-            case Tag::Write:
-                writer_->on_completion(idx, c.res);
-                break;
-            case Tag::Signal:
-                if (!stop_) stop_reason_ = signals_->take();
-                stop_ = true;
-                break;
-            case Tag::Child:
-                if (!stop_) stop_reason_ = "command exited";
-                stop_ = true;
-                break;
-            case Tag::Timer:
-                if (!stop_) stop_reason_ = "duration reached";
-                stop_ = true;
-                break;
-            default:
-                break;
-        }
+void Session::on_ring(uint32_t idx, uint32_t which, int revents) {
+    RingState& r = rings_[idx];
+    ++r.events;
+    if (r.retired || which != r.watching) return;
+    if (revents >= 0 && !(revents & (POLLHUP | POLLERR))) return;  // data: the next sweep drains it
+    // This fd hung up (its task exited) or its poll failed. It is never polled again, so it cannot
+    // make the loop spin (seed 000). Other events of the ring may still write into it: watch the next
+    // one (a hung-up one reports POLLHUP at once and we move on). When none is left the ring is
+    // retired; the next sweep drains what is left in it.
+    CpuEvents& c = cpus_[idx];
+    loop_->unwatch_ring(idx, which, c.events[which].fd.get());
+    ++hangups_;
+    if (revents < 0)
+        log_ << "ringcap: poll on cpu " << c.cpu << " failed: " << errno_text(-revents) << "\n";
+    if (!stopping_ && which + 1 < c.events.size()) {
+        r.watching = which + 1;
+        loop_->watch_ring(idx, r.watching, c.events[r.watching].fd.get(), c.ring);
+        return;
     }
-    io_uring_cq_advance(uring_->raw(), seen);
+    r.retired = true;
+    --live_rings_;
+}
+
+void Session::on_source(Source s) {
+    if (stop_) return;
+    switch (s) {
+        case Source::Signal:
+            stop_reason_ = signals_->take();
+            stop_ = true;
+            break;
+        case Source::Child:
+            // Per task, the record ends when every ring hung up (the command and all its children
+            // exited); system-wide it ends with the command.
+            if (!per_task_) {
+                stop_reason_ = "command exited";
+                stop_ = true;
+            }
+            break;
+        case Source::Timer:
+            stop_reason_ = "duration reached";
+            stop_ = true;
+            break;
+    }
 }
 
 bool Session::sweep() {
@@ -311,19 +320,10 @@ bool Session::sweep() {
     return complete;
 }
 
-void Session::wait_for_writes() {
-    // Staging is full: everything is queued or being written. Wait for at least one completion.
-    writer_->queue_ready();
-    int rc = uring_->submit_and_wait(1);
-    if (rc < 0 && rc != -EINTR && rc != -ETIME && rc != -EAGAIN && rc != -EBUSY)
-        throw Error("io_uring_enter: " + errno_text(-rc), 1);
-    handle_cqes(true);
-}
-
 void Session::append_blocking(const void* p, size_t n) {
-    while (!staging_->append(p, n)) {
-        if (writer_->failed()) return;
-        wait_for_writes();
+    while (!staging_->append(p, n) && !writer_->failed()) {
+        writer_->queue_ready();
+        loop_->run_once(*this, true);
     }
 }
 
@@ -336,12 +336,28 @@ int Session::run(RecordSummary& sum) {
                         std::to_string(*maxrate) + ": lower -F or raise the sysctl (sysctl -w " +
                         "kernel.perf_event_max_sample_rate=" + std::to_string(opts_.sampling.freq) + ")");
     }
+    per_task_ = per_task(opts_);
     const std::vector<int> cpu_list = resolve_cpus();
+    std::vector<int> tids = resolve_tasks();
+
+    // Stop sources first: the command is forked now and held until the events are ready.
+    signals_ = std::make_unique<SignalBlock>();
+    if (!opts_.command.empty()) {
+        child_ = std::make_unique<Child>(opts_.command, signals_->old_mask());
+        if (per_task_) tids = {child_->pid()};
+    }
 
     // 1. Events: open disabled, one ring per CPU, the other events redirected into it.
     std::vector<perf_event_attr> attrs;
-    for (const auto& e : opts_.events) attrs.push_back(make_attr(e, opts_.sampling));
-    cpus_ = open_cpu_events(opts_.events, attrs, cpu_list, opts_.mmap_pages);
+    for (const auto& e : opts_.events) {
+        perf_event_attr a = make_attr(e, opts_.sampling);
+        if (per_task_) a.inherit = 1;  // follow the tasks' children, as perf does
+        // A command's events switch on at its exec, so its start is not missed and ringcap's own
+        // fork/exec work is not recorded.
+        if (per_task_ && child_) a.enable_on_exec = 1;
+        attrs.push_back(a);
+    }
+    cpus_ = open_cpu_events(opts_.events, attrs, cpu_list, tids, opts_.mmap_pages);
     attrs_.resize(opts_.events.size());
     for (size_t e = 0; e < attrs_.size(); ++e) {
         attrs_[e].attr = attrs[e];
@@ -359,22 +375,18 @@ int Session::run(RecordSummary& sum) {
     }
     live_rings_ = rings_.size();
 
-    // 2. Stop sources and the command.
-    signals_ = std::make_unique<SignalBlock>();
-    if (!opts_.command.empty()) child_ = std::make_unique<Child>(opts_.command, signals_->old_mask());
-
-    // 3. io_uring, staging, output.
+    // 2. Loop, staging, output.
     const size_t nrings = rings_.size();
     const size_t nbuf = opts_.staging_buffers ? opts_.staging_buffers : std::clamp<size_t>(nrings + 2, 4, 64);
     staging_ = std::make_unique<StagingPool>(opts_.staging_buffer_bytes, nbuf);
-    Uring::Params up;
-    up.sq_entries = round_up_pow2(unsigned(nrings + nbuf + 8));
-    // Every armed poll can have a CQE outstanding plus every write in flight; 2x for headroom, since
-    // an overflowing CQ ends multishot polls.
-    up.cq_entries = opts_.cq_entries ? opts_.cq_entries : round_up_pow2(unsigned(2 * (nrings + nbuf + 4)));
-    // The kernel needs CQ >= SQ; a tiny CQ (a test knob) gets a tiny SQ, sqe() submits when it is full.
-    up.sq_entries = std::min(up.sq_entries, up.cq_entries);
-    uring_ = std::make_unique<Uring>(up);
+    LoopConfig lc;
+    lc.backend = opts_.backend;
+    lc.rings = unsigned(nrings);
+    lc.writes_in_flight = unsigned(nbuf);
+    lc.cq_entries = opts_.cq_entries;
+    loop_ = make_loop(lc, &fallback_reason_);
+    if (!fallback_reason_.empty())
+        log_ << "ringcap: io_uring unavailable, using epoll: " << fallback_reason_ << "\n";
 
     // Setup succeeded: only now may an existing output be touched (perf keeps one .old).
     struct stat st{};
@@ -391,69 +403,55 @@ int Session::run(RecordSummary& sum) {
         auto head = build_file_head(attrs_, 0, none);
         file_->pwrite_all(head.data(), head.size(), 0);
     }
-    writer_ = std::make_unique<Writer>(*uring_, *file_, *staging_, data_offset_);
+    writer_ = std::make_unique<Writer>(*loop_, *file_, *staging_, data_offset_);
 
     if (opts_.verbose) {
-        log_ << "ringcap: backend io_uring (" << uring_->setup_flags() << "), SQ " << uring_->sq_entries() << ", CQ "
-             << uring_->cq_entries() << "; multishot poll on " << nrings << " ring owner fd(s)\n"
+        log_ << "ringcap: backend " << loop_->describe() << "; polling " << nrings << " ring owner fd(s)\n"
              << "ringcap: " << nrings << " ring(s) of " << opts_.mmap_pages << " data pages ("
-             << human_bytes(opts_.mmap_pages * page_size()) << ") for " << opts_.events.size() << " event(s)\n"
-             << "ringcap: staging " << nbuf << " x " << human_bytes(staging_->buffer_size()) << " (4 KiB aligned, "
-             << (writer_->registered_buffers() ? "registered" : "not registered") << "), output '" << opts_.output
-             << "' " << (file_->o_direct() ? "O_DIRECT" : "buffered (filesystem refused O_DIRECT)")
-             << ", data at offset " << data_offset_ << "\n";
+             << human_bytes(opts_.mmap_pages * page_size()) << ") for " << opts_.events.size() << " event(s)"
+             << (per_task_ ? " x " + std::to_string(tids.size()) + " task(s)" : std::string(", system-wide")) << "\n"
+             << "ringcap: staging " << nbuf << " x " << human_bytes(staging_->buffer_size())
+             << " (4 KiB aligned), output '" << opts_.output << "' "
+             << (file_->o_direct() ? "O_DIRECT" : "buffered (O_DIRECT refused or disabled)") << ", data at offset "
+             << data_offset_ << "\n";
     }
 
-    // 4. Arm every poll (rings are mapped: seed 000), then enable the events together.
-    for (uint32_t i = 0; i < nrings; ++i) arm_poll(i);
-    {
-        io_uring_sqe* sqe = uring_->sqe();
-        io_uring_prep_poll_add(sqe, signals_->fd(), POLLIN);
-        io_uring_sqe_set_data64(sqe, make_tag(Tag::Signal, 0));
-    }
-    if (child_) {
-        io_uring_sqe* sqe = uring_->sqe();
-        io_uring_prep_poll_add(sqe, child_->pidfd(), POLLIN);
-        io_uring_sqe_set_data64(sqe, make_tag(Tag::Child, 0));
-    }
-    __kernel_timespec duration{};
-    if (opts_.duration_s > 0) {
-        duration.tv_sec = int64_t(opts_.duration_s);
-        duration.tv_nsec = int64_t((opts_.duration_s - double(duration.tv_sec)) * 1e9);
-        io_uring_sqe* sqe = uring_->sqe();
-        io_uring_prep_timeout(sqe, &duration, 0, 0);
-        io_uring_sqe_set_data64(sqe, make_tag(Tag::Timer, 0));
-    }
-    if (int rc = uring_->submit_and_wait(0); rc < 0) throw Error("io_uring_submit: " + errno_text(-rc));
+    // 3. Watch every ring (they are mapped: seed 000) and the stop sources, then start.
+    for (uint32_t i = 0; i < nrings; ++i) loop_->watch_ring(i, 0, cpus_[i].owner_fd(), cpus_[i].ring);
+    loop_->watch_source(Source::Signal, signals_->fd());
+    if (child_) loop_->watch_source(Source::Child, child_->pidfd());
+    if (opts_.duration_s > 0) loop_->set_timer(opts_.duration_s);
+    loop_->run_once(*this, false);  // submit the polls before anything can fire
 
     const auto t0 = Clock::now();
-    enable_all(cpus_);
+    if (!(per_task_ && child_)) enable_all(cpus_);
     if (child_) child_->start();
 
-    // 5. Steady state: one io_uring_enter per iteration submits the queued writes and waits.
+    // 4. Steady state: each iteration is one io_uring_enter that submits the queued writes and
+    // waits; then one pass drains every ring.
     while (!stop_) {
-        ++iterations_;
         writer_->queue_ready();
-        int rc = uring_->submit_and_wait(1);
-        if (rc < 0 && rc != -EINTR && rc != -ETIME && rc != -EAGAIN && rc != -EBUSY)
-            throw Error("io_uring_enter: " + errno_text(-rc), 1);
-        handle_cqes(false);
+        loop_->run_once(*this, true);
         sweep();
         if (writer_->failed()) {
             stop_reason_ = "write error";
             break;
         }
         if (live_rings_ == 0) {
-            stop_reason_ = "every event hung up";
+            stop_reason_ = per_task_ ? "every task exited" : "every event hung up";
             break;
         }
     }
+    stopping_ = true;
 
-    // 6. Stop: disable, sweep until every ring is empty, flush, then write features and header.
+    // 5. Stop: disable, sweep until every ring is empty, flush, then write features and header.
     disable_all(cpus_);
-    while (!sweep() && !writer_->failed()) wait_for_writes();
+    while (!sweep() && !writer_->failed()) {
+        writer_->queue_ready();
+        loop_->run_once(*this, true);
+    }
     for (const auto& l : read_lost_counts(cpus_)) {
-        // Samples the kernel could not even count into a LOST record; perf writes them the same way.
+        // Samples the kernel dropped for this event; perf record writes them the same way.
         auto rec = make_lost_samples(l.id, l.cpu, l.lost);
         append_blocking(&rec, sizeof rec);
         sum.lost_samples += l.lost;
@@ -462,24 +460,49 @@ int Session::run(RecordSummary& sum) {
     sum.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     finish_file(sum);
     if (child_) child_->terminate();
+    fill_summary(sum);
+    print_summary(sum);
+    return sum.exit_code;
+}
 
+void Session::finish_file(RecordSummary& sum) {
+    writer_->queue_ready();
+    writer_->queue_partial();
+    writer_->wait_idle();
+    const uint64_t data_size = writer_->bytes_kept();
+    sum.file_bytes = data_size;
+    const uint64_t feat_start = data_offset_ + data_size;
+    FeatureBlock feats = build_features(attrs_, HostInfo::current(opts_.argv), feat_start);
+    file_->pwrite_all(feats.bytes.data(), feats.bytes.size(), feat_start);
+    auto head = build_file_head(attrs_, data_size, feats.bitmap);
+    file_->pwrite_all(head.data(), head.size(), 0);
+    // Drop anything a failed write may have left beyond the features.
+    if (ftruncate(file_->buffered_fd(), off_t(feat_start + feats.bytes.size())) != 0)
+        throw Error("truncating '" + opts_.output + "': " + errno_text(errno), 1);
+    if (writer_->failed())
+        log_ << "ringcap: ERROR: writing '" << opts_.output << "' failed: " << errno_text(writer_->error())
+             << "; kept " << data_size << " bytes of data (every completed write), the file is valid up to there\n";
+}
+
+void Session::fill_summary(RecordSummary& sum) const {
     sum.path = opts_.output;
+    sum.backend = loop_->name();
     sum.stop_reason = stop_reason_;
     sum.o_direct = file_->o_direct();
     sum.rounds = rounds_;
-    sum.loop_iterations = iterations_;
     sum.hangups = hangups_;
-    sum.io_uring_enters = uring_->enters();
+    const LoopStats& ls = loop_->stats();
+    sum.loop_iterations = ls.iterations;
+    sum.io_uring_enters = ls.enters;
+    sum.rearms = ls.rearms;
+    sum.cqes = ls.ring_events;
     sum.writes = writer_->stats().writes;
     for (size_t i = 0; i < rings_.size(); ++i) {
         CpuSummary c;
         c.cpu = cpus_[i].cpu;
         c.ring = rings_[i].reader.counters();
-        c.cqes = rings_[i].cqes;
-        c.rearms = rings_[i].rearms;
+        c.cqes = rings_[i].events;
         c.hung_up = rings_[i].retired;
-        sum.cqes += c.cqes;
-        sum.rearms += c.rearms;
         auto& t = sum.total;
         t.bytes += c.ring.bytes;
         t.records += c.ring.records;
@@ -501,48 +524,27 @@ int Session::run(RecordSummary& sum) {
         sum.kernel_lost += es.kernel_lost();
     }
     sum.exit_code = writer_->failed() ? 1 : 0;
-    print_summary(sum);
-    return sum.exit_code;
-}
-
-void Session::finish_file(RecordSummary& sum) {
-    writer_->queue_ready();
-    writer_->queue_partial();
-    writer_->wait_idle([this](const io_uring_cqe&) {});
-    const uint64_t data_size = writer_->bytes_kept();
-    sum.file_bytes = data_size;
-    const uint64_t feat_start = data_offset_ + data_size;
-    FeatureBlock feats = build_features(attrs_, HostInfo::current(opts_.argv), feat_start);
-    file_->pwrite_all(feats.bytes.data(), feats.bytes.size(), feat_start);
-    auto head = build_file_head(attrs_, data_size, feats.bitmap);
-    file_->pwrite_all(head.data(), head.size(), 0);
-    // Drop anything a failed write may have left beyond the features.
-    if (ftruncate(file_->buffered_fd(), off_t(feat_start + feats.bytes.size())) != 0)
-        throw Error("truncating '" + opts_.output + "': " + errno_text(errno), 1);
-    if (writer_->failed())
-        log_ << "ringcap: ERROR: writing '" << opts_.output << "' failed: " << errno_text(writer_->error())
-             << "; kept " << data_size << " bytes of data (every completed write), the file is valid up to there\n";
 }
 
 void Session::print_summary(const RecordSummary& s) const {
     std::ostringstream o;  // one write to stderr
     o << "ringcap: stopped (" << s.stop_reason << ") after " << std::fixed << std::setprecision(2) << s.seconds
       << " s\n";
-    o << "  cpu         bytes    records    samples  lost-recs       lost   cqes rearms\n";
+    o << "  cpu         bytes    records    samples  lost-recs       lost   wakeups\n";
     for (const auto& c : s.cpus)
         o << "  " << std::setw(3) << c.cpu << std::setw(14) << c.ring.bytes << std::setw(11) << c.ring.records
           << std::setw(11) << c.ring.samples << std::setw(11) << c.ring.lost_records << std::setw(11) << c.ring.lost
-          << std::setw(7) << c.cqes << std::setw(7) << c.rearms << (c.hung_up ? "  hung up" : "") << "\n";
+          << std::setw(10) << c.cqes << (c.hung_up ? "  hung up" : "") << "\n";
     o << "  all" << std::setw(14) << s.total.bytes << std::setw(11) << s.total.records << std::setw(11)
-      << s.total.samples << std::setw(11) << s.total.lost_records << std::setw(11) << s.total.lost << std::setw(7)
-      << s.cqes << std::setw(7) << s.rearms << "\n";
+      << s.total.samples << std::setw(11) << s.total.lost_records << std::setw(11) << s.total.lost << std::setw(10)
+      << s.cqes << "\n";
     for (const auto& e : s.events)
         o << "  event " << e.name << ": samples " << e.samples << ", kernel-lost " << e.kernel_lost() << "\n";
     const double mb = double(s.file_bytes) / 1e6;
     o << "ringcap: wrote " << std::setprecision(3) << mb << " MB to '" << s.path << "' ("
       << (s.o_direct ? "O_DIRECT" : "buffered") << ", " << s.writes << " writes, " << std::setprecision(1)
-      << (s.seconds > 0 ? mb / s.seconds : 0.0) << " MB/s), " << s.rounds << " rounds, " << s.io_uring_enters
-      << " io_uring_enter calls\n";
+      << (s.seconds > 0 ? mb / s.seconds : 0.0) << " MB/s), " << s.rounds << " rounds; " << s.backend << ": "
+      << s.cqes << " ring wake-ups, " << s.rearms << " re-arms, " << s.io_uring_enters << " waits\n";
     o << "ringcap: samples=" << s.total.samples << " records=" << s.total.records << " lost=" << s.kernel_lost
       << " lost_records=" << s.total.lost_records << " cqes=" << s.cqes << " rearms=" << s.rearms << " hangups=" << s.hangups
       << " bytes=" << s.file_bytes << "\n";

@@ -2,28 +2,18 @@
 
 #include <cassert>
 #include <cerrno>
-#include <sys/uio.h>
 
 namespace ringcap {
 
 namespace {
-constexpr int kDirectFile = 0;    // registered file indexes
-constexpr int kBufferedFile = 1;
 constexpr uint32_t kMaxEagain = 1000;  // consecutive EAGAINs on one write before we call it an error
 }  // namespace
 
-Writer::Writer(Uring& ring, OutputFile& file, StagingPool& pool, uint64_t data_offset)
-    : ring_(ring), file_(file), pool_(pool), slots_(pool.count()), data_offset_(data_offset),
+Writer::Writer(Loop& loop, OutputFile& file, StagingPool& pool, uint64_t data_offset)
+    : loop_(loop), file_(file), pool_(pool), slots_(pool.count()), data_offset_(data_offset),
       next_offset_(data_offset) {
     assert(data_offset % kStagingAlign == 0);
-    // Registered buffers spare the kernel a page pin per write; registered files an fd lookup.
-    // Both are optional: without them we use plain writes (e.g. when RLIMIT_MEMLOCK is small).
-    std::vector<iovec> iov(pool.count());
-    for (size_t i = 0; i < pool.count(); ++i) iov[i] = {pool.buffer(uint32_t(i)), pool.buffer_size()};
-    registered_ = io_uring_register_buffers(ring.raw(), iov.data(), unsigned(iov.size())) == 0;
-    int fds[2] = {file.direct_fd(), file.buffered_fd()};
-    if (io_uring_register_files(ring.raw(), fds, 2) != 0)
-        throw Error("io_uring_register_files failed for '" + file.path() + "'", 1);
+    loop_.attach_output(file, pool);
 }
 
 void Writer::queue_ready() {
@@ -45,28 +35,18 @@ void Writer::queue(const StagingBuffer& b) {
         on_completion(b.index, -ECANCELED);
         return;
     }
-    prep(b.index);
+    issue(b.index);
 }
 
-void Writer::prep(uint32_t index) {
+void Writer::issue(uint32_t index) {
     Slot& s = slots_[index];
     const uint32_t len = s.len - s.done;
-    std::byte* src = pool_.buffer(index) + s.done;
     // O_DIRECT needs offset and length aligned; the unaligned remainder of a short write and the
     // final partial buffer go through the buffered descriptor instead.
-    const bool aligned = file_.o_direct() && s.offset % kStagingAlign == 0 && len % kStagingAlign == 0;
-    const int file = aligned ? kDirectFile : kBufferedFile;
-    io_uring_sqe* sqe = ring_.sqe();
-    if (registered_) {
-        io_uring_prep_write_fixed(sqe, file, src, len, s.offset, int(index));
-        ++stats_.fixed_writes;
-    } else {
-        io_uring_prep_write(sqe, file, src, len, s.offset);
-    }
-    sqe->flags |= IOSQE_FIXED_FILE;
-    io_uring_sqe_set_data64(sqe, make_tag(Tag::Write, index));
+    const bool direct = file_.o_direct() && s.offset % kStagingAlign == 0 && len % kStagingAlign == 0;
+    loop_.write(index, direct, pool_.buffer(index) + s.done, len, s.offset);
     ++stats_.writes;
-    if (aligned) ++stats_.direct_writes;
+    if (direct) ++stats_.direct_writes;
 }
 
 void Writer::on_completion(uint32_t index, int res) {
@@ -76,7 +56,7 @@ void Writer::on_completion(uint32_t index, int res) {
     if (res == -EAGAIN || res == -EINTR) {
         if (++s.eagain <= kMaxEagain) {
             ++stats_.retries;
-            prep(index);
+            issue(index);
             return;
         }
         res = -EAGAIN;
@@ -88,7 +68,7 @@ void Writer::on_completion(uint32_t index, int res) {
         s.offset += uint32_t(res);
         stats_.bytes += uint32_t(res);
         s.eagain = 0;
-        prep(index);
+        issue(index);
         return;
     }
     if (res <= 0) {
@@ -109,21 +89,15 @@ uint64_t Writer::bytes_kept() const {
     return end - data_offset_;
 }
 
-void Writer::wait_idle(const std::function<void(const io_uring_cqe&)>& other) {
-    while (in_flight_ > 0) {
-        int rc = ring_.submit_and_wait(1);
-        if (rc < 0 && rc != -EINTR && rc != -ETIME && rc != -EAGAIN && rc != -EBUSY)
-            throw Error("io_uring_enter failed while flushing: " + errno_text(-rc), 1);
-        io_uring_cqe* cqe;
-        unsigned head, seen = 0;
-        io_uring_for_each_cqe(ring_.raw(), head, cqe) {
-            ++seen;
-            io_uring_cqe c = *cqe;
-            if (tag_kind(c.user_data) == Tag::Write) on_completion(tag_index(c.user_data), c.res);
-            else if (other) other(c);
-        }
-        io_uring_cq_advance(ring_.raw(), seen);
-    }
+void Writer::wait_idle() {
+    struct OnlyWrites final : LoopHandler {
+        Writer& w;
+        explicit OnlyWrites(Writer& wr) : w(wr) {}
+        void on_ring(uint32_t, uint32_t, int) override {}
+        void on_write(uint32_t slot, int res) override { w.on_completion(slot, res); }
+        void on_source(Source) override {}
+    } handler(*this);
+    while (in_flight_ > 0) loop_.run_once(handler, true);
 }
 
 }  // namespace ringcap

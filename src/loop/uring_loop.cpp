@@ -1,0 +1,181 @@
+// io_uring backend: one multishot POLL_ADD per watched ring fd, writes as (fixed) SQEs, and the stop
+// sources (signalfd, pidfd, a timeout) on the same CQ. Each run_once is one io_uring_enter.
+#include <cerrno>
+#include <poll.h>
+#include <sstream>
+#include <sys/uio.h>
+#include <vector>
+
+#include "ringcap/loop.hpp"
+#include "ringcap/staging.hpp"
+#include "ringcap/sys.hpp"
+#include "ringcap/uring.hpp"
+#include "ringcap/writer.hpp"
+
+namespace ringcap {
+
+namespace {
+
+// user_data: kind in bits 56..63, `which` in 32..47, index in 0..31.
+enum class Kind : uint8_t { Poll = 1, Write = 2, Source = 3, Remove = 4 };
+constexpr uint64_t encode(Kind k, uint32_t which, uint32_t index) {
+    return (uint64_t(k) << 56) | (uint64_t(which & 0xffff) << 32) | index;
+}
+
+unsigned round_up_pow2(unsigned v) {
+    unsigned p = 1;
+    while (p < v) p <<= 1;
+    return p;
+}
+
+class UringLoop final : public Loop {
+public:
+    explicit UringLoop(const LoopConfig& cfg) : ring_(params(cfg)) {}
+
+    const char* name() const override { return "io_uring"; }
+    std::string describe() const override {
+        std::ostringstream s;
+        s << "io_uring (" << ring_.setup_flags() << ", SQ " << ring_.sq_entries() << ", CQ " << ring_.cq_entries()
+          << ", multishot poll, " << (fixed_buffers_ ? "registered buffers" : "unregistered buffers") << ")";
+        return s.str();
+    }
+
+    void watch_ring(uint32_t ring, uint32_t which, int fd, const RingBuffer& mapped) override {
+        if (!mapped.valid()) throw Error("internal: poll armed for an fd without a mapped ring", 1);
+        if (watches_.size() <= ring) watches_.resize(ring + 1);
+        watches_[ring] = {fd, which, true};
+        arm(ring);
+    }
+
+    void unwatch_ring(uint32_t ring, uint32_t which, int) override {
+        Watch& w = watches_[ring];
+        if (!w.active || w.which != which) return;
+        w.active = false;
+        // Cancel the multishot request; it completes with -ECANCELED, which is ignored as stale.
+        io_uring_sqe* sqe = ring_.sqe();
+        io_uring_prep_poll_remove(sqe, encode(Kind::Poll, which, ring));
+        io_uring_sqe_set_data64(sqe, encode(Kind::Remove, which, ring));
+    }
+
+    void watch_source(Source s, int fd) override {
+        io_uring_sqe* sqe = ring_.sqe();
+        io_uring_prep_poll_add(sqe, fd, POLLIN);
+        io_uring_sqe_set_data64(sqe, encode(Kind::Source, 0, uint32_t(s)));
+    }
+
+    void set_timer(double seconds) override {
+        timer_.tv_sec = int64_t(seconds);
+        timer_.tv_nsec = int64_t((seconds - double(timer_.tv_sec)) * 1e9);
+        io_uring_sqe* sqe = ring_.sqe();
+        // The kernel copies the timespec when the SQE is submitted; timer_ outlives that anyway.
+        io_uring_prep_timeout(sqe, &timer_, 0, 0);
+        io_uring_sqe_set_data64(sqe, encode(Kind::Source, 0, uint32_t(Source::Timer)));
+    }
+
+    void attach_output(const OutputFile& file, const StagingPool& pool) override {
+        // Registered buffers spare the kernel pinning pages per write, registered files an fd lookup.
+        // Both are optional (RLIMIT_MEMLOCK may forbid the buffers).
+        std::vector<iovec> iov(pool.count());
+        for (size_t i = 0; i < pool.count(); ++i) iov[i] = {pool.buffer(uint32_t(i)), pool.buffer_size()};
+        fixed_buffers_ = io_uring_register_buffers(ring_.raw(), iov.data(), unsigned(iov.size())) == 0;
+        int fds[2] = {file.direct_fd(), file.buffered_fd()};
+        fixed_files_ = io_uring_register_files(ring_.raw(), fds, 2) == 0;
+        fds_[0] = fds[0];
+        fds_[1] = fds[1];
+    }
+
+    void write(uint32_t slot, bool direct, const std::byte* p, uint32_t len, uint64_t offset) override {
+        io_uring_sqe* sqe = ring_.sqe();
+        const int file = fixed_files_ ? (direct ? 0 : 1) : fds_[direct ? 0 : 1];
+        if (fixed_buffers_) io_uring_prep_write_fixed(sqe, file, p, len, offset, int(slot));
+        else io_uring_prep_write(sqe, file, p, len, offset);
+        if (fixed_files_) sqe->flags |= IOSQE_FIXED_FILE;
+        io_uring_sqe_set_data64(sqe, encode(Kind::Write, 0, slot));
+        ++stats_.writes;
+    }
+
+    void run_once(LoopHandler& h, bool block) override {
+        ++stats_.iterations;
+        int rc = ring_.submit_and_wait(block ? 1 : 0);
+        ++stats_.enters;
+        if (rc < 0 && rc != -EINTR && rc != -ETIME && rc != -EAGAIN && rc != -EBUSY)
+            throw Error("io_uring_enter: " + errno_text(-rc), 1);
+        io_uring_cqe* cqe;
+        unsigned head, seen = 0;
+        io_uring_for_each_cqe(ring_.raw(), head, cqe) {
+            ++seen;
+            const uint64_t ud = cqe->user_data;
+            const int res = cqe->res;
+            const uint32_t flags = cqe->flags;
+            const uint32_t index = uint32_t(ud & 0xffffffffu);
+            const uint32_t which = uint32_t((ud >> 32) & 0xffff);
+            switch (Kind(ud >> 56)) {
+                case Kind::Poll:
+                    on_poll(h, index, which, res, flags);
+                    break;
+                case Kind::Write:
+                    h.on_write(index, res);
+                    break;
+                case Kind::Source:
+                    h.on_source(Source(index));
+                    break;
+                case Kind::Remove:
+                    break;
+            }
+        }
+        io_uring_cq_advance(ring_.raw(), seen);
+    }
+
+private:
+    struct Watch {
+        int fd = -1;
+        uint32_t which = 0;
+        bool active = false;
+    };
+
+    static Uring::Params params(const LoopConfig& cfg) {
+        Uring::Params p;
+        const unsigned sources = 4;
+        const unsigned need = cfg.rings + cfg.writes_in_flight + sources;
+        // Each armed poll and each write can have a CQE outstanding; 2x headroom, because an
+        // overflowing CQ ends multishot polls (they are re-armed, but that costs a round trip).
+        p.cq_entries = cfg.cq_entries ? cfg.cq_entries : round_up_pow2(2 * need);
+        p.sq_entries = std::min(round_up_pow2(need), p.cq_entries);  // the kernel needs SQ <= CQ
+        return p;
+    }
+
+    void arm(uint32_t ring) {
+        const Watch& w = watches_[ring];
+        io_uring_sqe* sqe = ring_.sqe();
+        io_uring_prep_poll_multishot(sqe, w.fd, POLLIN);
+        io_uring_sqe_set_data64(sqe, encode(Kind::Poll, w.which, ring));
+    }
+
+    void on_poll(LoopHandler& h, uint32_t ring, uint32_t which, int res, uint32_t flags) {
+        if (ring >= watches_.size()) return;
+        const Watch& w = watches_[ring];
+        if (!w.active || w.which != which) return;  // a late CQE for a poll we removed
+        ++stats_.ring_events;
+        const bool transient = res == -ECANCELED || res == -EAGAIN || res == -ENOMEM || res == -EINTR;
+        if (res >= 0 || !transient) h.on_ring(ring, which, res);
+        // The handler may have retired the ring (POLLHUP): then it is not armed again.
+        if (watches_[ring].active && watches_[ring].which == which && !(flags & IORING_CQE_F_MORE)) {
+            // The multishot request ended (CQ overflow, transient error): arm it again.
+            ++stats_.rearms;
+            arm(ring);
+        }
+    }
+
+    Uring ring_;
+    std::vector<Watch> watches_;
+    __kernel_timespec timer_{};
+    bool fixed_buffers_ = false;
+    bool fixed_files_ = false;
+    int fds_[2] = {-1, -1};
+};
+
+}  // namespace
+
+std::unique_ptr<Loop> make_uring_loop(const LoopConfig& cfg) { return std::make_unique<UringLoop>(cfg); }
+
+}  // namespace ringcap
