@@ -43,6 +43,7 @@ struct RecordSummary {
     uint64_t hangups = 0;       // rings retired after POLLHUP/POLLERR
     uint64_t rounds = 0;        // PERF_RECORD_FINISHED_ROUND written
     uint64_t loop_iterations = 0;
+    uint64_t iterations_after_hangup = 0;  // loop iterations once every ring had hung up (bounded: no spin)
     uint64_t io_uring_enters = 0;  // io_uring_enter (or epoll_wait) calls
     uint64_t file_bytes = 0;    // data section bytes on disk
     uint64_t writes = 0;

@@ -205,7 +205,8 @@ private:
     bool stop_ = false;
     bool stopping_ = false;
     std::string stop_reason_;
-    uint64_t rounds_ = 0, hangups_ = 0, iterations_after_hangup_ = 0;
+    uint64_t rounds_ = 0, hangups_ = 0;
+    uint64_t iterations_at_all_hung_up_ = 0;  // loop iterations when the last ring retired
     size_t live_rings_ = 0;
 };
 
@@ -275,7 +276,7 @@ void Session::on_ring(uint32_t idx, uint32_t which, int revents) {
         return;
     }
     r.retired = true;
-    --live_rings_;
+    if (--live_rings_ == 0) iterations_at_all_hung_up_ = loop_->stats().iterations;
 }
 
 void Session::on_source(Source s) {
@@ -348,9 +349,18 @@ int Session::run(RecordSummary& sum) {
     }
 
     // 1. Events: open disabled, one ring per CPU, the other events redirected into it.
+    SamplingConfig sampling = opts_.sampling;
+    const uint64_t ring_bytes = uint64_t(opts_.mmap_pages) * page_size();
+    if (sampling.wakeup_watermark && sampling.wakeup_watermark > ring_bytes / 2) {
+        // A watermark at or above the ring size never fires: the ring fills, the kernel drops, and
+        // nothing wakes us until the end. Half the ring is the largest useful value.
+        log_ << "ringcap: --wakeup-watermark " << sampling.wakeup_watermark << " is more than half the "
+             << ring_bytes << "-byte ring; using " << ring_bytes / 2 << "\n";
+        sampling.wakeup_watermark = uint32_t(ring_bytes / 2);
+    }
     std::vector<perf_event_attr> attrs;
     for (const auto& e : opts_.events) {
-        perf_event_attr a = make_attr(e, opts_.sampling);
+        perf_event_attr a = make_attr(e, sampling);
         if (per_task_) a.inherit = 1;  // follow the tasks' children, as perf does
         // A command's events switch on at its exec, so its start is not missed and ringcap's own
         // fork/exec work is not recorded.
@@ -493,6 +503,7 @@ void Session::fill_summary(RecordSummary& sum) const {
     sum.hangups = hangups_;
     const LoopStats& ls = loop_->stats();
     sum.loop_iterations = ls.iterations;
+    if (live_rings_ == 0) sum.iterations_after_hangup = ls.iterations - iterations_at_all_hung_up_;
     sum.io_uring_enters = ls.enters;
     sum.rearms = ls.rearms;
     sum.cqes = ls.ring_events;

@@ -1,0 +1,155 @@
+// Seed 000 as tests: what the kernel does when a perf fd without a ring is polled, and what the
+// loop does with a hung-up fd (retire it; never see it again).
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <liburing.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ringcap/loop.hpp"
+#include "ringcap/ring.hpp"
+#include "support.hpp"
+
+using namespace ringcap;
+
+namespace {
+
+// A sampling cpu-clock event for `pid` that would wake a reader every sample, if it had a ring.
+UniqueFd open_sampling_event(pid_t pid, bool disabled) {
+    perf_event_attr a{};
+    a.size = sizeof a;
+    a.type = PERF_TYPE_SOFTWARE;
+    a.config = PERF_COUNT_SW_CPU_CLOCK;
+    a.sample_period = 100000;  // 100 us
+    a.sample_type = PERF_SAMPLE_IP;
+    a.wakeup_events = 1;
+    a.disabled = disabled;
+    int fd = int(syscall(SYS_perf_event_open, &a, pid, -1, -1, PERF_FLAG_FD_CLOEXEC));
+    if (fd < 0) skip_test(std::string("perf_event_open refused: ") + strerror(errno));
+    return UniqueFd(fd);
+}
+
+void burn(unsigned long n) {
+    volatile unsigned long x = 0;
+    for (unsigned long i = 0; i < n; ++i) x = x + i;
+}
+
+struct Recorder final : LoopHandler {
+    int ring_events = 0, hups = 0;
+    void on_ring(uint32_t, uint32_t, int revents) override {
+        ++ring_events;
+        if (revents < 0 || (revents & (POLLHUP | POLLERR))) ++hups;
+    }
+    void on_write(uint32_t, int) override {}
+    void on_source(Source) override {}
+};
+
+}  // namespace
+
+TEST_CASE("kernel: poll(2) on a perf fd without a ring reports POLLHUP at once", "[loop][kernel]") {
+    std::string why = kernel_refusal();
+    if (!why.empty()) skip_test(why);
+    UniqueFd fd = open_sampling_event(0, false);
+    pollfd p{fd.get(), POLLIN, 0};
+    REQUIRE(::poll(&p, 1, 0) == 1);  // no waiting: it is "ready" immediately
+    CHECK((p.revents & POLLHUP) != 0);
+    CHECK((p.revents & POLLIN) == 0);
+}
+
+TEST_CASE("kernel: io_uring multishot poll on a perf fd without a ring: one POLLHUP CQE, then nothing",
+          "[loop][kernel]") {
+    std::string why = kernel_refusal();
+    if (!why.empty()) skip_test(why);
+    UniqueFd fd = open_sampling_event(0, true);
+    io_uring ring;
+    REQUIRE(io_uring_queue_init(8, &ring, 0) == 0);
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    io_uring_prep_poll_multishot(sqe, fd.get(), POLLIN);
+    io_uring_sqe_set_data64(sqe, 1);
+    REQUIRE(io_uring_submit(&ring) == 1);
+    io_uring_cqe* cqe = nullptr;
+    REQUIRE(io_uring_wait_cqe(&ring, &cqe) == 0);
+    CHECK(cqe->user_data == 1);
+    CHECK((cqe->res & POLLHUP) != 0);
+    io_uring_cqe_seen(&ring, cqe);
+
+    // Let the event overflow a few thousand times (each would wake a ring reader), then fence with
+    // a NOP: no further poll completion may precede it.
+    ioctl(fd.get(), PERF_EVENT_IOC_ENABLE, 0);
+    burn(200'000'000);
+    sqe = io_uring_get_sqe(&ring);
+    io_uring_prep_nop(sqe);
+    io_uring_sqe_set_data64(sqe, 2);
+    REQUIRE(io_uring_submit(&ring) == 1);
+    REQUIRE(io_uring_wait_cqe(&ring, &cqe) == 0);
+    CHECK(cqe->user_data == 2);
+    io_uring_cqe_seen(&ring, cqe);
+    CHECK(io_uring_peek_cqe(&ring, &cqe) == -EAGAIN);
+    io_uring_queue_exit(&ring);
+}
+
+TEST_CASE("the loop refuses to watch an fd whose ring is not mapped", "[loop]") {
+    for (Backend b : {Backend::Uring, Backend::Epoll}) {
+        LoopConfig cfg;
+        cfg.backend = b;
+        std::unique_ptr<Loop> loop;
+        try {
+            loop = make_loop(cfg, nullptr);
+        } catch (const Error& e) {
+            skip_test(std::string("loop backend unavailable: ") + e.what());
+        }
+        RingBuffer unmapped;  // the only way to get one without map(): empty
+        CHECK_THROWS_AS(loop->watch_ring(0, 0, 0, unmapped), Error);
+    }
+}
+
+TEST_CASE("a task's exit hangs up its fd once; after unwatch the loop never reports it again", "[loop][kernel]") {
+    std::string why = kernel_refusal();
+    if (!why.empty()) skip_test(why);
+    for (Backend b : {Backend::Uring, Backend::Epoll}) {
+        INFO("backend " << (b == Backend::Uring ? "io_uring" : "epoll"));
+        int go[2];
+        REQUIRE(pipe2(go, O_CLOEXEC) == 0);
+        pid_t child = fork();
+        REQUIRE(child >= 0);
+        if (child == 0) {
+            ::close(go[1]);  // else our own copy of the write end keeps read() from seeing EOF
+            char c;
+            (void)!read(go[0], &c, 1);
+            burn(20'000'000);
+            _exit(0);
+        }
+        ::close(go[0]);
+        UniqueFd fd = open_sampling_event(child, false);
+        auto ring = RingBuffer::map(fd.get(), 8);
+        REQUIRE(ring);
+
+        LoopConfig cfg;
+        cfg.backend = b;
+        auto loop = make_loop(cfg, nullptr);
+        Recorder h;
+        loop->watch_ring(0, 0, fd.get(), *ring);
+        loop->run_once(h, false);
+        ::close(go[1]);  // the child runs, samples, exits
+        int status;
+        REQUIRE(waitpid(child, &status, 0) == child);
+
+        // Blocking waits until the hang-up arrives (data wake-ups may come first).
+        int waits = 0;
+        while (h.hups == 0 && waits < 100000) {
+            loop->run_once(h, true);
+            ++waits;
+        }
+        REQUIRE(h.hups == 1);
+        loop->unwatch_ring(0, 0, fd.get());
+        const int before = h.ring_events;
+        for (int i = 0; i < 1000; ++i) loop->run_once(h, false);
+        CHECK(h.ring_events == before);
+        CHECK(h.hups == 1);
+    }
+}
