@@ -17,7 +17,7 @@ class OutputFile;
 class StagingPool;
 
 // Stop sources the loop watches besides the rings.
-enum class Source : uint8_t { Signal = 0, Child = 1, Timer = 2 };
+enum class Source : uint8_t { Signal = 0, Child = 1, Timer = 2, Tick = 3 };
 
 class LoopHandler {
 public:
@@ -51,6 +51,8 @@ public:
     virtual void unwatch_ring(uint32_t ring, uint32_t which, int fd) = 0;
     virtual void watch_source(Source s, int fd) = 0;
     virtual void set_timer(double seconds) = 0;
+    // A periodic Source::Tick (flushes idle staging, refreshes the header).
+    virtual void set_tick(double seconds) = 0;
 
     // Prepares writes from the pool's buffers to the output (io_uring registers both).
     virtual void attach_output(const OutputFile& file, const StagingPool& pool) = 0;

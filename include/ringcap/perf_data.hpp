@@ -59,6 +59,9 @@ struct HostInfo {
 // Where the data section starts for these attrs: after header, attrs and ids, rounded up to 4 KiB.
 uint64_t data_offset_for(const std::vector<AttrEntry>& attrs);
 
+// The 104-byte file header alone (no allocation: used to refresh the header while recording).
+PerfFileHeader make_file_header(const std::vector<AttrEntry>& attrs, uint64_t data_size, const uint64_t (&features)[4]);
+
 // Header + attrs + ids, exactly data_offset_for(attrs) bytes (zero padded). `features` is the bitmap.
 std::vector<std::byte> build_file_head(const std::vector<AttrEntry>& attrs, uint64_t data_size,
                                        const uint64_t (&features)[4]);

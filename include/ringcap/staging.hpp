@@ -40,6 +40,9 @@ public:
     // Bytes writable() can still hand out before a write completes.
     size_t free_bytes() const { return (current_ ? buffer_size_ - fill_ : 0) + free_.size() * buffer_size_; }
 
+    // Bytes in the current, partly filled buffer.
+    size_t current_fill() const { return current_ ? fill_ : 0; }
+
     bool has_ready() const { return ready_count_ > 0; }
     // Oldest full buffer, in stream order.
     StagingBuffer pop_ready();

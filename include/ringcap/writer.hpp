@@ -40,6 +40,8 @@ struct WriterStats {
     uint64_t short_writes = 0;
     uint64_t retries = 0;        // EAGAIN/EINTR resubmissions
     uint64_t direct_writes = 0;
+    uint64_t header_writes = 0;   // header refreshes (crash safety)
+    uint64_t header_failures = 0;
 };
 
 // Test seam: given a write's (offset, length) and the kernel's result, returns the result the writer
@@ -69,8 +71,19 @@ public:
     int error() const { return error_; }
     // Bytes handed to the writer so far (end of the data section if every write succeeds).
     uint64_t bytes_queued() const { return next_offset_ - data_offset_; }
-    // Bytes from data_offset up to the first failed write: all of them are on disk.
+    // Bytes from data_offset up to the first failed write.
     uint64_t bytes_kept() const;
+
+    // Tells the writer that the stream is at a record boundary after `stream_bytes` bytes.
+    void mark_boundary(uint64_t stream_bytes);
+    // The largest marked boundary such that every byte before it is on disk: a data size that
+    // perf can read without meeting a partial record.
+    uint64_t durable_size();
+    // Writes `len` (== sizeof(PerfFileHeader)) bytes at offset 0 unless a header write is still in
+    // flight or the writer failed. Returns whether it was issued.
+    bool publish_header(const void* header, size_t len);
+    // The loop slot used by header writes (one past the staging buffers).
+    uint32_t header_slot() const { return uint32_t(slots_.size()); }
     const WriterStats& stats() const { return stats_; }
 
 private:
@@ -80,7 +93,13 @@ private:
         uint32_t len = 0;     // bytes in this buffer
         uint32_t eagain = 0;
         bool busy = false;
+        uint64_t seq = 0;     // queue order
     };
+    struct Pending {
+        uint64_t end;  // file offset just past this write
+        bool done;
+    };
+    static constexpr size_t kBoundaries = 64;
     void queue(const StagingBuffer& b);
     void issue(uint32_t index);
 
@@ -88,8 +107,16 @@ private:
     OutputFile& file_;
     StagingPool& pool_;
     std::vector<Slot> slots_;
+    std::vector<Pending> order_;  // by queue sequence, modulo count()
+    uint64_t queued_ = 0, retired_ = 0;
     uint64_t data_offset_;
     uint64_t next_offset_;
+    uint64_t contiguous_;         // file offset: everything before it is on disk
+    std::vector<uint64_t> boundaries_;
+    size_t first_boundary_ = 0, nboundaries_ = 0;
+    uint64_t durable_ = 0;
+    alignas(64) std::byte header_buf_[104];
+    bool header_busy_ = false;
     size_t in_flight_ = 0;
     int error_ = 0;
     uint64_t first_failed_offset_ = UINT64_MAX;

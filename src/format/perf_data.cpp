@@ -60,21 +60,24 @@ uint64_t data_offset_for(const std::vector<AttrEntry>& attrs) {
     return round_up(sz, kStagingAlign);
 }
 
-std::vector<std::byte> build_file_head(const std::vector<AttrEntry>& attrs, uint64_t data_size,
-                                       const uint64_t (&features)[4]) {
-    const uint64_t data_offset = data_offset_for(attrs);
-    const uint64_t attrs_offset = sizeof(PerfFileHeader);
+PerfFileHeader make_file_header(const std::vector<AttrEntry>& attrs, uint64_t data_size, const uint64_t (&features)[4]) {
     const uint64_t file_attr_size = sizeof(perf_event_attr) + sizeof(PerfFileSection);
-    uint64_t ids_offset = attrs_offset + attrs.size() * file_attr_size;
-
     PerfFileHeader h{};
     std::memcpy(h.magic, "PERFILE2", 8);
     h.size = sizeof h;
     h.attr_size = file_attr_size;
-    h.attrs = {attrs_offset, attrs.size() * file_attr_size};
-    h.data = {data_offset, data_size};
+    h.attrs = {sizeof(PerfFileHeader), attrs.size() * file_attr_size};
+    h.data = {data_offset_for(attrs), data_size};
     h.event_types = {0, 0};
     std::memcpy(h.features, features, sizeof h.features);
+    return h;
+}
+
+std::vector<std::byte> build_file_head(const std::vector<AttrEntry>& attrs, uint64_t data_size,
+                                       const uint64_t (&features)[4]) {
+    const uint64_t data_offset = data_offset_for(attrs);
+    const PerfFileHeader h = make_file_header(attrs, data_size, features);
+    uint64_t ids_offset = h.attrs.offset + h.attrs.size;
 
     Out o;
     o.put(h);

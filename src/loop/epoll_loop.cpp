@@ -29,8 +29,8 @@ public:
         if (fd < 0) throw Error("epoll_create1: " + errno_text(errno));
         ep_.reset(fd);
         events_.resize(std::max(16u, cfg.rings + 4));
-        done_.reserve(cfg.writes_in_flight + 1);
-        delivering_.reserve(cfg.writes_in_flight + 1);
+        done_.reserve(cfg.writes_in_flight + 2);  // + the header write
+        delivering_.reserve(cfg.writes_in_flight + 2);
     }
 
     const char* name() const override { return "epoll"; }
@@ -62,6 +62,18 @@ public:
         watch_source(Source::Timer, fd);
     }
 
+    void set_tick(double seconds) override {
+        int fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        if (fd < 0) throw Error("timerfd_create: " + errno_text(errno));
+        tick_.reset(fd);
+        itimerspec its{};
+        its.it_value.tv_sec = time_t(seconds);
+        its.it_value.tv_nsec = long((seconds - double(its.it_value.tv_sec)) * 1e9);
+        its.it_interval = its.it_value;
+        timerfd_settime(fd, 0, &its, nullptr);
+        watch_source(Source::Tick, fd);
+    }
+
     void attach_output(const OutputFile& file, const StagingPool&) override {
         fds_[0] = file.direct_fd();
         fds_[1] = file.buffered_fd();
@@ -90,6 +102,10 @@ public:
                 ++stats_.ring_events;
                 h.on_ring(index, uint32_t((ud >> 32) & 0xffff), int(events_[size_t(i)].events & (EPOLLIN | EPOLLHUP | EPOLLERR)));
             } else {
+                if (Source(index) == Source::Tick) {
+                    uint64_t expirations;
+                    (void)!::read(tick_.get(), &expirations, sizeof expirations);  // level-triggered: clear it
+                }
                 h.on_source(Source(index));
             }
         }
@@ -107,7 +123,7 @@ private:
         uint32_t slot;
         int res;
     };
-    UniqueFd ep_, timer_;
+    UniqueFd ep_, timer_, tick_;
     std::vector<epoll_event> events_;
     std::vector<Done> done_, delivering_;
     int fds_[2] = {-1, -1};

@@ -72,12 +72,19 @@ public:
         io_uring_sqe_set_data64(sqe, encode(Kind::Source, 0, uint32_t(Source::Timer)));
     }
 
+    void set_tick(double seconds) override {
+        tick_.tv_sec = int64_t(seconds);
+        tick_.tv_nsec = int64_t((seconds - double(tick_.tv_sec)) * 1e9);
+        arm_tick();
+    }
+
     void attach_output(const OutputFile& file, const StagingPool& pool) override {
         // Registered buffers spare the kernel pinning pages per write, registered files an fd lookup.
         // Both are optional (RLIMIT_MEMLOCK may forbid the buffers).
         std::vector<iovec> iov(pool.count());
         for (size_t i = 0; i < pool.count(); ++i) iov[i] = {pool.buffer(uint32_t(i)), pool.buffer_size()};
         fixed_buffers_ = io_uring_register_buffers(ring_.raw(), iov.data(), unsigned(iov.size())) == 0;
+        nfixed_ = fixed_buffers_ ? uint32_t(iov.size()) : 0;  // other slots (the header) write unregistered
         int fds[2] = {file.direct_fd(), file.buffered_fd()};
         fixed_files_ = io_uring_register_files(ring_.raw(), fds, 2) == 0;
         fds_[0] = fds[0];
@@ -87,7 +94,7 @@ public:
     void write(uint32_t slot, bool direct, const std::byte* p, uint32_t len, uint64_t offset) override {
         io_uring_sqe* sqe = ring_.sqe();
         const int file = fixed_files_ ? (direct ? 0 : 1) : fds_[direct ? 0 : 1];
-        if (fixed_buffers_) io_uring_prep_write_fixed(sqe, file, p, len, offset, int(slot));
+        if (fixed_buffers_ && slot < nfixed_) io_uring_prep_write_fixed(sqe, file, p, len, offset, int(slot));
         else io_uring_prep_write(sqe, file, p, len, offset);
         if (fixed_files_) sqe->flags |= IOSQE_FIXED_FILE;
         io_uring_sqe_set_data64(sqe, encode(Kind::Write, 0, slot));
@@ -117,6 +124,7 @@ public:
                     h.on_write(index, res);
                     break;
                 case Kind::Source:
+                    if (Source(index) == Source::Tick) arm_tick();  // a plain timeout fires once
                     h.on_source(Source(index));
                     break;
                 case Kind::Remove:
@@ -144,6 +152,12 @@ private:
         return p;
     }
 
+    void arm_tick() {
+        io_uring_sqe* sqe = ring_.sqe();
+        io_uring_prep_timeout(sqe, &tick_, 0, 0);
+        io_uring_sqe_set_data64(sqe, encode(Kind::Source, 0, uint32_t(Source::Tick)));
+    }
+
     void arm(uint32_t ring) {
         const Watch& w = watches_[ring];
         io_uring_sqe* sqe = ring_.sqe();
@@ -168,8 +182,9 @@ private:
 
     Uring ring_;
     std::vector<Watch> watches_;
-    __kernel_timespec timer_{};
+    __kernel_timespec timer_{}, tick_{};
     bool fixed_buffers_ = false;
+    uint32_t nfixed_ = 0;
     bool fixed_files_ = false;
     int fds_[2] = {-1, -1};
 };

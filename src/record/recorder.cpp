@@ -29,6 +29,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Period of the housekeeping tick: idle staging goes to disk and the header is refreshed at least
+// this often, which bounds what a crash can lose to about this much of data.
+constexpr double kTickSeconds = 0.5;
+
 // Blocks the stop signals for the whole record so they arrive through a signalfd on the io_uring,
 // and so a second Ctrl-C during the final flush cannot interrupt it. Restores the mask on exit.
 class SignalBlock {
@@ -183,6 +187,8 @@ private:
     bool sweep();
     void append_blocking(const void* p, size_t n);
     void finish_file(RecordSummary& sum);
+    void refresh_header();
+    void flush_idle_staging();
     void fill_summary(RecordSummary& sum) const;
     void print_summary(const RecordSummary& sum) const;
 
@@ -201,7 +207,10 @@ private:
     std::unique_ptr<Writer> writer_;
     std::string fallback_reason_;
     uint64_t data_offset_ = 0;
+    uint64_t published_size_ = 0;
+    Clock::time_point published_at_{};
     bool per_task_ = false;
+    bool tick_ = false;
     bool stop_ = false;
     bool stopping_ = false;
     std::string stop_reason_;
@@ -297,6 +306,9 @@ void Session::on_source(Source s) {
         case Source::Timer:
             stop_reason_ = "duration reached";
             stop_ = true;
+            break;
+        case Source::Tick:
+            tick_ = true;
             break;
     }
 }
@@ -431,6 +443,7 @@ int Session::run(RecordSummary& sum) {
     loop_->watch_source(Source::Signal, signals_->fd());
     if (child_) loop_->watch_source(Source::Child, child_->pidfd());
     if (opts_.duration_s > 0) loop_->set_timer(opts_.duration_s);
+    loop_->set_tick(kTickSeconds);
     loop_->run_once(*this, false);  // submit the polls before anything can fire
 
     const auto t0 = Clock::now();
@@ -442,7 +455,11 @@ int Session::run(RecordSummary& sum) {
     while (!stop_) {
         writer_->queue_ready();
         loop_->run_once(*this, true);
-        sweep();
+        const bool complete = sweep();
+        if (tick_ && complete) flush_idle_staging();
+        tick_ = false;
+        writer_->mark_boundary(staging_->bytes_committed());
+        refresh_header();
         if (writer_->failed()) {
             stop_reason_ = "write error";
             break;
@@ -475,23 +492,71 @@ int Session::run(RecordSummary& sum) {
     return sum.exit_code;
 }
 
+void Session::flush_idle_staging() {
+    // At a low sample rate a staging buffer can take minutes to fill, and a crash would lose it.
+    // Once per tick, after a complete pass, send the partial buffer: padded to 4 KiB with one
+    // FINISHED_ROUND record (header.size covers the padding; perf skips it by size), so the data
+    // stays O_DIRECT-aligned and the marker is a genuine end of round.
+    const size_t fill = staging_->current_fill();
+    if (fill == 0 || writer_->in_flight() > 0) return;
+    size_t pad = (kStagingAlign - fill % kStagingAlign) % kStagingAlign;
+    if (pad > 0) {
+        alignas(8) std::byte rec[kStagingAlign] = {};
+        perf_event_header h = finished_round_record();
+        h.size = uint16_t(pad);
+        std::memcpy(rec, &h, sizeof h);
+        if (!staging_->append(rec, pad)) return;
+        ++rounds_;
+    }
+    writer_->queue_partial();
+}
+
+void Session::refresh_header() {
+    // Crash safety: keep the on-disk header's data size at the last record boundary that is wholly
+    // on disk, so perf reads a file cut short by SIGKILL up to there. A few times a second at most.
+    const uint64_t durable = writer_->durable_size();
+    if (durable == published_size_) return;
+    const auto now = Clock::now();
+    if (now - published_at_ < std::chrono::milliseconds(250)) return;
+    const uint64_t none[4] = {0, 0, 0, 0};
+    const PerfFileHeader h = make_file_header(attrs_, durable, none);
+    if (writer_->publish_header(&h, sizeof h)) {
+        published_size_ = durable;
+        published_at_ = now;
+    }
+}
+
 void Session::finish_file(RecordSummary& sum) {
     writer_->queue_ready();
     writer_->queue_partial();
+    writer_->mark_boundary(staging_->bytes_committed());
     writer_->wait_idle();
-    const uint64_t data_size = writer_->bytes_kept();
+    // Everything if all writes succeeded; after a failure, the last record boundary before it.
+    const uint64_t data_size = writer_->durable_size();
     sum.file_bytes = data_size;
     const uint64_t feat_start = data_offset_ + data_size;
     FeatureBlock feats = build_features(attrs_, HostInfo::current(opts_.argv), feat_start);
-    file_->pwrite_all(feats.bytes.data(), feats.bytes.size(), feat_start);
+    const uint64_t none[4] = {0, 0, 0, 0};
+    std::string feature_error;
+    try {
+        file_->pwrite_all(feats.bytes.data(), feats.bytes.size(), feat_start);
+    } catch (const Error& e) {
+        // On a full disk even the small feature block may not fit: keep a valid file without it.
+        feature_error = e.what();
+        feats.bytes.clear();
+        std::memcpy(feats.bitmap, none, sizeof none);
+    }
     auto head = build_file_head(attrs_, data_size, feats.bitmap);
     file_->pwrite_all(head.data(), head.size(), 0);
-    // Drop anything a failed write may have left beyond the features.
+    // Drop anything a failed write may have left beyond the end.
     if (ftruncate(file_->buffered_fd(), off_t(feat_start + feats.bytes.size())) != 0)
         throw Error("truncating '" + opts_.output + "': " + errno_text(errno), 1);
     if (writer_->failed())
         log_ << "ringcap: ERROR: writing '" << opts_.output << "' failed: " << errno_text(writer_->error())
-             << "; kept " << data_size << " bytes of data (every completed write), the file is valid up to there\n";
+             << "; capture stopped and kept " << data_size << " bytes of data (" << writer_->bytes_queued() - data_size
+             << " bytes not written); the file is valid up to there\n";
+    if (!feature_error.empty())
+        log_ << "ringcap: the header features were not written (" << feature_error << ")\n";
 }
 
 void Session::fill_summary(RecordSummary& sum) const {

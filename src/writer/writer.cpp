@@ -2,6 +2,7 @@
 
 #include <cassert>
 #include <cerrno>
+#include <cstring>
 
 namespace ringcap {
 
@@ -10,8 +11,8 @@ constexpr uint32_t kMaxEagain = 1000;  // consecutive EAGAINs on one write befor
 }  // namespace
 
 Writer::Writer(Loop& loop, OutputFile& file, StagingPool& pool, uint64_t data_offset)
-    : loop_(loop), file_(file), pool_(pool), slots_(pool.count()), data_offset_(data_offset),
-      next_offset_(data_offset) {
+    : loop_(loop), file_(file), pool_(pool), slots_(pool.count()), order_(pool.count()), data_offset_(data_offset),
+      next_offset_(data_offset), contiguous_(data_offset), boundaries_(kBoundaries, 0) {
     assert(data_offset % kStagingAlign == 0);
     loop_.attach_output(file, pool);
 }
@@ -27,7 +28,11 @@ void Writer::queue_partial() {
 void Writer::queue(const StagingBuffer& b) {
     Slot& s = slots_[b.index];
     assert(!s.busy);
-    s = Slot{next_offset_, 0, uint32_t(b.len), 0, true};
+    s = Slot{next_offset_, 0, uint32_t(b.len), 0, true, queued_};
+    // Writes complete in any order; order_ remembers where each one ends so that the contiguous
+    // prefix on disk can advance. At most count() writes are in flight, so count() entries suffice.
+    order_[queued_ % order_.size()] = {next_offset_ + b.len, false};
+    ++queued_;
     next_offset_ += b.len;
     ++in_flight_;
     if (error_) {
@@ -50,6 +55,11 @@ void Writer::issue(uint32_t index) {
 }
 
 void Writer::on_completion(uint32_t index, int res) {
+    if (index == header_slot()) {
+        header_busy_ = false;
+        if (res != int(sizeof header_buf_)) ++stats_.header_failures;
+        return;
+    }
     Slot& s = slots_[index];
     assert(s.busy);
     if (fault_ && res != -ECANCELED) res = fault_(s.offset, s.len - s.done, res);
@@ -78,15 +88,55 @@ void Writer::on_completion(uint32_t index, int res) {
         if (s.offset < first_failed_offset_) first_failed_offset_ = s.offset;
     } else {
         stats_.bytes += uint32_t(res);
+        order_[s.seq % order_.size()].done = true;
     }
     s.busy = false;
     --in_flight_;
     pool_.release(index);
+    // Advance the prefix of the file that is wholly on disk. It stops for good at a failed write.
+    while (!error_ && retired_ < queued_ && order_[retired_ % order_.size()].done) {
+        contiguous_ = order_[retired_ % order_.size()].end;
+        ++retired_;
+    }
 }
 
 uint64_t Writer::bytes_kept() const {
     uint64_t end = first_failed_offset_ == UINT64_MAX ? next_offset_ : first_failed_offset_;
     return end - data_offset_;
+}
+
+void Writer::mark_boundary(uint64_t stream_bytes) {
+    // Record ends are only known to the caller; keep the recent ones. When the list is full the
+    // newest entry is replaced, which only makes the durable size coarser, never wrong.
+    if (nboundaries_ > 0 && boundaries_[(first_boundary_ + nboundaries_ - 1) % kBoundaries] >= stream_bytes) return;
+    if (nboundaries_ == kBoundaries) {
+        boundaries_[(first_boundary_ + nboundaries_ - 1) % kBoundaries] = stream_bytes;
+        return;
+    }
+    boundaries_[(first_boundary_ + nboundaries_) % kBoundaries] = stream_bytes;
+    ++nboundaries_;
+}
+
+uint64_t Writer::durable_size() {
+    // The largest record boundary that lies within the contiguous prefix on disk.
+    const uint64_t on_disk = contiguous_ - data_offset_;
+    while (nboundaries_ > 0 && boundaries_[first_boundary_] <= on_disk) {
+        durable_ = boundaries_[first_boundary_];
+        first_boundary_ = (first_boundary_ + 1) % kBoundaries;
+        --nboundaries_;
+    }
+    return durable_;
+}
+
+bool Writer::publish_header(const void* header, size_t len) {
+    // Keeps the on-disk header's data size current, so a file cut short by SIGKILL or a crash is
+    // still readable up to the last published size. Written through the loop, off the hot path.
+    if (header_busy_ || error_ || len != sizeof header_buf_) return false;
+    std::memcpy(header_buf_, header, len);
+    header_busy_ = true;
+    loop_.write(header_slot(), false, header_buf_, uint32_t(len), 0);
+    ++stats_.header_writes;
+    return true;
 }
 
 void Writer::wait_idle() {
@@ -97,7 +147,7 @@ void Writer::wait_idle() {
         void on_write(uint32_t slot, int res) override { w.on_completion(slot, res); }
         void on_source(Source) override {}
     } handler(*this);
-    while (in_flight_ > 0) loop_.run_once(handler, true);
+    while (in_flight_ > 0 || header_busy_) loop_.run_once(handler, true);
 }
 
 }  // namespace ringcap
