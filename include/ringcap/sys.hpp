@@ -22,6 +22,12 @@ private:
     int exit_code_;
 };
 
+// The kernel refused ring memory (mmap EPERM/ENOMEM: perf_event_mlock_kb + RLIMIT_MEMLOCK).
+class RingMemoryError : public Error {
+public:
+    using Error::Error;
+};
+
 // "strerror(errno) (ENAME)" for messages.
 std::string errno_text(int err);
 

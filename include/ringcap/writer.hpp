@@ -18,8 +18,15 @@ namespace ringcap {
 // buffered for unaligned pieces (the last partial buffer, the header and feature sections).
 class OutputFile {
 public:
-    // Creates (truncates) path. Throws Error naming the path and the cause.
+    // Creates the file under a temporary name next to `path`. Throws Error naming the path and the
+    // cause. Until publish() an existing file at `path` is untouched; an unpublished file is removed.
     static OutputFile create(const std::string& path, bool allow_direct = true);
+    // Moves an existing `path` to `path.old` (as perf does) and the new file into place.
+    void publish();
+
+    OutputFile(OutputFile&&) = default;
+    OutputFile& operator=(OutputFile&&) = default;
+    ~OutputFile();
 
     int direct_fd() const { return direct_ ? direct_.get() : buffered_.get(); }
     int buffered_fd() const { return buffered_.get(); }
@@ -32,6 +39,9 @@ private:
     UniqueFd direct_;
     UniqueFd buffered_;
     std::string path_;
+    std::string tmp_path_;  // non-empty until publish()
+
+    OutputFile() = default;
 };
 
 struct WriterStats {

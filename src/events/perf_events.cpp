@@ -87,10 +87,11 @@ std::vector<CpuEvents> open_cpu_events(const std::vector<EventSpec>& specs, cons
                         std::string msg = "mmap of a " + std::to_string(ring_data_pages) + "-page ring on cpu " +
                                           std::to_string(cpu) + " failed: " + errno_text(err);
                         if (err == EPERM || err == ENOMEM)
-                            msg += "; ring memory exceeds kernel.perf_event_mlock_kb (" +
-                                   std::to_string(read_sysctl("kernel/perf_event_mlock_kb").value_or(-1)) +
-                                   " KiB per user) plus RLIMIT_MEMLOCK: use a smaller -m, run as root, or raise "
-                                   "the sysctl";
+                            throw RingMemoryError(
+                                msg + "; ring memory exceeds kernel.perf_event_mlock_kb (" +
+                                std::to_string(read_sysctl("kernel/perf_event_mlock_kb").value_or(-1)) +
+                                " KiB per user and CPU) plus RLIMIT_MEMLOCK: use a smaller -m, raise the sysctl or "
+                                "ulimit -l, or run with CAP_IPC_LOCK");
                         throw Error(msg);
                     }
                     ce.ring = std::move(*ring);

@@ -11,6 +11,7 @@
 #include <ostream>
 #include <poll.h>
 #include <sstream>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -32,6 +33,22 @@ using Clock = std::chrono::steady_clock;
 // Period of the housekeeping tick: idle staging goes to disk and the header is refreshed at least
 // this often, which bounds what a crash can lose to about this much of data.
 constexpr double kTickSeconds = 0.5;
+// Smallest ring the recorder falls back to when locked memory is short (16 KiB).
+constexpr size_t kMinRingPages = 4;
+
+// Raises RLIMIT_NOFILE's soft limit to the hard one if `events` fds would not fit.
+void ensure_fd_limit(size_t events) {
+    const size_t need = events + 64;  // signalfd, pidfd, output, io_uring, stdio...
+    rlimit rl{};
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || need <= rl.rlim_cur) return;
+    if (rl.rlim_max != RLIM_INFINITY && need > rl.rlim_max)
+        throw Error("recording needs " + std::to_string(need) + " file descriptors but RLIMIT_NOFILE's hard limit is " +
+                    std::to_string(rl.rlim_max) + ": raise it (ulimit -Hn, limits.conf) or record fewer CPUs, "
+                    "events or tasks");
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        throw Error("cannot raise RLIMIT_NOFILE to " + std::to_string(rl.rlim_max) + ": " + errno_text(errno));
+}
 
 // Blocks the stop signals for the whole record so they arrive through a signalfd on the io_uring,
 // and so a second Ctrl-C during the final flush cannot interrupt it. Restores the mask on exit.
@@ -209,6 +226,7 @@ private:
     uint64_t data_offset_ = 0;
     uint64_t published_size_ = 0;
     Clock::time_point published_at_{};
+    size_t ring_pages_ = 0;
     bool per_task_ = false;
     bool tick_ = false;
     bool stop_ = false;
@@ -361,25 +379,48 @@ int Session::run(RecordSummary& sum) {
     }
 
     // 1. Events: open disabled, one ring per CPU, the other events redirected into it.
-    SamplingConfig sampling = opts_.sampling;
-    const uint64_t ring_bytes = uint64_t(opts_.mmap_pages) * page_size();
-    if (sampling.wakeup_watermark && sampling.wakeup_watermark > ring_bytes / 2) {
-        // A watermark at or above the ring size never fires: the ring fills, the kernel drops, and
-        // nothing wakes us until the end. Half the ring is the largest useful value.
-        log_ << "ringcap: --wakeup-watermark " << sampling.wakeup_watermark << " is more than half the "
-             << ring_bytes << "-byte ring; using " << ring_bytes / 2 << "\n";
-        sampling.wakeup_watermark = uint32_t(ring_bytes / 2);
-    }
+    auto make_attrs = [&](size_t pages, bool quiet) {
+        SamplingConfig sampling = opts_.sampling;
+        const uint64_t ring_bytes = uint64_t(pages) * page_size();
+        if (sampling.wakeup_watermark && sampling.wakeup_watermark > ring_bytes / 2) {
+            // A watermark at or above the ring size never fires: the ring fills, the kernel drops,
+            // and nothing wakes us until the end. Half the ring is the largest useful value.
+            if (!quiet)
+                log_ << "ringcap: --wakeup-watermark " << sampling.wakeup_watermark << " is more than half the "
+                     << ring_bytes << "-byte ring; using " << ring_bytes / 2 << "\n";
+            sampling.wakeup_watermark = uint32_t(ring_bytes / 2);
+        }
+        std::vector<perf_event_attr> out;
+        for (const auto& e : opts_.events) {
+            perf_event_attr a = make_attr(e, sampling);
+            if (per_task_) a.inherit = 1;  // follow the tasks' children, as perf does
+            // A command's events switch on at its exec, so its start is not missed and ringcap's
+            // own fork/exec work is not recorded.
+            if (per_task_ && child_) a.enable_on_exec = 1;
+            out.push_back(a);
+        }
+        return out;
+    };
+    ensure_fd_limit(cpu_list.size() * std::max<size_t>(1, tids.size()) * opts_.events.size());
+    size_t pages = opts_.mmap_pages;
     std::vector<perf_event_attr> attrs;
-    for (const auto& e : opts_.events) {
-        perf_event_attr a = make_attr(e, sampling);
-        if (per_task_) a.inherit = 1;  // follow the tasks' children, as perf does
-        // A command's events switch on at its exec, so its start is not missed and ringcap's own
-        // fork/exec work is not recorded.
-        if (per_task_ && child_) a.enable_on_exec = 1;
-        attrs.push_back(a);
+    for (;;) {
+        attrs = make_attrs(pages, pages != opts_.mmap_pages);
+        try {
+            cpus_ = open_cpu_events(opts_.events, attrs, cpu_list, tids, pages);
+            break;
+        } catch (const RingMemoryError& e) {
+            // perf fails here; we halve the rings (all of them, to keep them even) down to a floor.
+            if (pages <= kMinRingPages) throw;
+            cpus_.clear();
+            pages /= 2;
+        }
     }
-    cpus_ = open_cpu_events(opts_.events, attrs, cpu_list, tids, opts_.mmap_pages);
+    if (pages != opts_.mmap_pages)
+        log_ << "ringcap: ring memory for -m " << opts_.mmap_pages << " is above the locked-memory limit "
+             << "(kernel.perf_event_mlock_kb, RLIMIT_MEMLOCK); using -m " << pages
+             << " instead. Raise the limits or run with CAP_IPC_LOCK for bigger rings.\n";
+    ring_pages_ = pages;
     attrs_.resize(opts_.events.size());
     for (size_t e = 0; e < attrs_.size(); ++e) {
         attrs_[e].attr = attrs[e];
@@ -410,13 +451,6 @@ int Session::run(RecordSummary& sum) {
     if (!fallback_reason_.empty())
         log_ << "ringcap: io_uring unavailable, using epoll: " << fallback_reason_ << "\n";
 
-    // Setup succeeded: only now may an existing output be touched (perf keeps one .old).
-    struct stat st{};
-    if (stat(opts_.output.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-        std::string old = opts_.output + ".old";
-        if (rename(opts_.output.c_str(), old.c_str()) != 0)
-            throw Error("cannot rename '" + opts_.output + "' to '" + old + "': " + errno_text(errno));
-    }
     file_ = std::make_unique<OutputFile>(OutputFile::create(opts_.output, opts_.allow_direct));
     data_offset_ = data_offset_for(attrs_);
     {
@@ -425,12 +459,14 @@ int Session::run(RecordSummary& sum) {
         auto head = build_file_head(attrs_, 0, none);
         file_->pwrite_all(head.data(), head.size(), 0);
     }
+    // Setup succeeded: only now is an existing output touched (perf keeps one .old).
+    file_->publish();
     writer_ = std::make_unique<Writer>(*loop_, *file_, *staging_, data_offset_);
 
     if (opts_.verbose) {
         log_ << "ringcap: backend " << loop_->describe() << "; polling " << nrings << " ring owner fd(s)\n"
-             << "ringcap: " << nrings << " ring(s) of " << opts_.mmap_pages << " data pages ("
-             << human_bytes(opts_.mmap_pages * page_size()) << ") for " << opts_.events.size() << " event(s)"
+             << "ringcap: " << nrings << " ring(s) of " << ring_pages_ << " data pages ("
+             << human_bytes(ring_pages_ * page_size()) << ") for " << opts_.events.size() << " event(s)"
              << (per_task_ ? " x " + std::to_string(tids.size()) + " task(s)" : std::string(", system-wide")) << "\n"
              << "ringcap: staging " << nbuf << " x " << human_bytes(staging_->buffer_size())
              << " (4 KiB aligned), output '" << opts_.output << "' "
@@ -538,6 +574,10 @@ void Session::finish_file(RecordSummary& sum) {
     FeatureBlock feats = build_features(attrs_, HostInfo::current(opts_.argv), feat_start);
     const uint64_t none[4] = {0, 0, 0, 0};
     std::string feature_error;
+    // Cut what a failed write may have left beyond the kept data first: on a full disk that frees
+    // the room the feature block needs.
+    if (ftruncate(file_->buffered_fd(), off_t(feat_start)) != 0)
+        throw Error("truncating '" + opts_.output + "': " + errno_text(errno), 1);
     try {
         file_->pwrite_all(feats.bytes.data(), feats.bytes.size(), feat_start);
     } catch (const Error& e) {
@@ -548,9 +588,6 @@ void Session::finish_file(RecordSummary& sum) {
     }
     auto head = build_file_head(attrs_, data_size, feats.bitmap);
     file_->pwrite_all(head.data(), head.size(), 0);
-    // Drop anything a failed write may have left beyond the end.
-    if (ftruncate(file_->buffered_fd(), off_t(feat_start + feats.bytes.size())) != 0)
-        throw Error("truncating '" + opts_.output + "': " + errno_text(errno), 1);
     if (writer_->failed())
         log_ << "ringcap: ERROR: writing '" << opts_.output << "' failed: " << errno_text(writer_->error())
              << "; capture stopped and kept " << data_size << " bytes of data (" << writer_->bytes_queued() - data_size

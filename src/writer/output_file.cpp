@@ -1,5 +1,6 @@
 #include <cerrno>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ringcap/writer.hpp"
@@ -9,7 +10,11 @@ namespace ringcap {
 OutputFile OutputFile::create(const std::string& path, bool allow_direct) {
     OutputFile f;
     f.path_ = path;
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // Created under a temporary name: an existing file is only replaced (and kept as .old) once the
+    // new one exists, so a failed start never touches it.
+    f.tmp_path_ = path + ".ringcap-tmp";
+    ::unlink(f.tmp_path_.c_str());
+    int fd = ::open(f.tmp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
         int err = errno;
         throw Error("cannot create output file '" + path + "': " + errno_text(err) +
@@ -20,10 +25,33 @@ OutputFile OutputFile::create(const std::string& path, bool allow_direct) {
     f.buffered_.reset(fd);
     if (allow_direct) {
         // Some filesystems (tmpfs on older kernels, overlayfs, FUSE) refuse O_DIRECT with EINVAL.
-        int dfd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_DIRECT);
+        int dfd = ::open(f.tmp_path_.c_str(), O_WRONLY | O_CLOEXEC | O_DIRECT);
         if (dfd >= 0) f.direct_.reset(dfd);
     }
     return f;
+}
+
+void OutputFile::publish() {
+    if (tmp_path_.empty()) return;
+    struct stat st{};
+    if (::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+        const std::string old = path_ + ".old";
+        if (::rename(path_.c_str(), old.c_str()) != 0) {
+            int err = errno;
+            ::unlink(tmp_path_.c_str());
+            throw Error("cannot rename '" + path_ + "' to '" + old + "': " + errno_text(err));
+        }
+    }
+    if (::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
+        int err = errno;
+        ::unlink(tmp_path_.c_str());
+        throw Error("cannot create '" + path_ + "': " + errno_text(err));
+    }
+    tmp_path_.clear();
+}
+
+OutputFile::~OutputFile() {
+    if (!tmp_path_.empty()) ::unlink(tmp_path_.c_str());  // never published: leave no trace
 }
 
 void OutputFile::pwrite_all(const void* buf, size_t len, uint64_t offset) const {

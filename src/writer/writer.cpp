@@ -86,6 +86,8 @@ void Writer::on_completion(uint32_t index, int res) {
         int err = res == 0 ? ENOSPC : -res;
         if (err != ECANCELED && !error_) error_ = err;
         if (s.offset < first_failed_offset_) first_failed_offset_ = s.offset;
+        // If every earlier write is on disk, so is the part of this one a short write got through.
+        if (s.seq == retired_ && s.offset > contiguous_) contiguous_ = s.offset;
     } else {
         stats_.bytes += uint32_t(res);
         order_[s.seq % order_.size()].done = true;
