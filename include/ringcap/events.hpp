@@ -13,16 +13,25 @@
 namespace ringcap {
 
 struct EventSpec {
-    std::string name;  // as the user wrote it, e.g. "cpu-clock"
+    std::string name;  // as perf names it, e.g. "cpu-clock", "sched:sched_switch"
     uint32_t type = PERF_TYPE_SOFTWARE;
     uint64_t config = 0;
+    std::string tp_system, tp_event;  // tracepoints only
+    bool tracking = false;            // the dummy event that carries MMAP/COMM/TASK records
 };
+
+// The tracefs mount (/sys/kernel/tracing or /sys/kernel/debug/tracing), or "" if none is mounted.
+std::string tracefs_root();
 
 // Resolves one of perf's event names (software and generic hardware events).
 // Throws Error naming the event if it is unknown.
 EventSpec parse_event(const std::string& name);
-// "a,b,c" -> specs.
+// "a,b,c" -> specs. Tracepoints may use globs ("syscalls:sys_enter_*").
 std::vector<EventSpec> parse_event_list(const std::string& list);
+// The event that tracks processes and mappings: dummy, with mmap/mmap2/comm/comm_exec/task.
+EventSpec tracking_event();
+
+enum class CallGraph { None, FramePointer, Dwarf };
 
 // Sampling settings shared by all events of a record.
 struct SamplingConfig {
@@ -31,7 +40,14 @@ struct SamplingConfig {
     uint64_t period = 0;     // -c
     uint32_t wakeup_events = 0;
     uint32_t wakeup_watermark = 0;  // bytes; 0 = kernel default (half the ring)
+    CallGraph call_graph = CallGraph::None;  // -g / --call-graph fp|dwarf[,SIZE]
+    uint32_t stack_size = 8192;              // dwarf: user stack bytes copied per sample
+    uint16_t max_stack = 0;                  // --max-stack (0 = kernel.perf_event_max_stack)
 };
+
+// User registers perf samples for dwarf unwinding on x86_64 (perf's PERF_REGS_MASK: all general
+// purpose registers and ip/sp/flags, without the segment registers).
+inline constexpr uint64_t kDwarfRegsMask = 0xff0fff;
 
 // Default sample format: samples find their event by IDENTIFIER, and every other record carries sample_id.
 inline constexpr uint64_t kDefaultSampleType = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID |

@@ -29,6 +29,7 @@ struct RecordOptions {
     // Output
     std::string output = "perf.data";       // -o
     int verbose = 0;                        // -v
+    bool build_ids = true;                  // --no-buildid: skip the BUILD_ID feature
     Backend backend = Backend::Auto;        // --backend uring|epoll (auto: io_uring, else epoll)
 
     // Internal knobs (tests and bench): staging geometry, CQ size, O_DIRECT.

@@ -72,7 +72,13 @@ struct FeatureBlock {
     std::vector<std::byte> bytes;
     uint64_t bitmap[4] = {0, 0, 0, 0};
 };
-FeatureBlock build_features(const std::vector<AttrEntry>& attrs, const HostInfo& host, uint64_t start);
+// `tracing_data`, if not empty, becomes HEADER_TRACING_DATA (see build_tracing_data).
+FeatureBlock build_features(const std::vector<AttrEntry>& attrs, const HostInfo& host, uint64_t start,
+                            const std::vector<std::byte>& tracing_data = {});
+
+// The HEADER_TRACING_DATA payload for these (system, event) tracepoints, read from tracefs.
+std::vector<std::byte> build_tracing_data(const std::string& tracefs,
+                                          const std::vector<std::pair<std::string, std::string>>& tracepoints);
 
 // PERF_RECORD_LOST_SAMPLES as perf record writes it at the end, with the sample_id of kDefaultSampleType.
 struct LostSamplesRecord {

@@ -42,6 +42,8 @@ struct RecordSummary {
     uint64_t rearms = 0;        // multishot polls re-armed after a CQE without IORING_CQE_F_MORE
     uint64_t hangups = 0;       // rings retired after POLLHUP/POLLERR
     uint64_t rounds = 0;        // PERF_RECORD_FINISHED_ROUND written
+    uint64_t synthesized_records = 0;  // COMM/MMAP2/MMAP written from /proc at start
+    double synthesis_seconds = 0;
     uint64_t loop_iterations = 0;
     uint64_t iterations_after_hangup = 0;  // loop iterations once every ring had hung up (bounded: no spin)
     uint64_t io_uring_enters = 0;  // io_uring_enter (or epoll_wait) calls

@@ -16,6 +16,9 @@ const char* const kRecordUsage =
     "  -e, --event LIST         events, comma separated (default cpu-clock)\n"
     "  -F, --freq HZ            sample at HZ per event and CPU (default 4000)\n"
     "  -c, --count PERIOD       sample every PERIOD events instead of -F\n"
+    "  -g                       frame-pointer call stacks (same as --call-graph fp)\n"
+    "      --call-graph MODE    fp, or dwarf[,SIZE] (user stack copy of SIZE bytes, default 8192)\n"
+    "      --max-stack N        keep at most N frames per call stack\n"
     "  -m, --mmap-pages N       data pages per CPU ring, a power of two, or a size like 2M (default 128)\n"
     "  -o, --output FILE        output file (default perf.data; an existing one becomes FILE.old)\n"
     "      --duration SECONDS   stop after SECONDS\n"
@@ -118,6 +121,33 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
             if (v == "uring" || v == "io_uring") o.backend = Backend::Uring;
             else if (v == "epoll") o.backend = Backend::Epoll;
             else bad("--backend must be uring or epoll, got '" + v + "'");
+        } else if (a == "-g") {
+            no_value();
+            o.sampling.call_graph = CallGraph::FramePointer;
+        } else if (a == "--call-graph") {
+            std::string v = value();
+            if (v == "fp") {
+                o.sampling.call_graph = CallGraph::FramePointer;
+            } else if (v.rfind("dwarf", 0) == 0 && (v.size() == 5 || v[5] == ',')) {
+                o.sampling.call_graph = CallGraph::Dwarf;
+                if (v.size() > 6) {
+                    uint64_t n = parse_u64("--call-graph dwarf,SIZE", v.substr(6));
+                    // The kernel takes at most 65528 bytes (the record size is u16) in multiples of 8.
+                    if (n == 0 || n > 65528 || n % 8 != 0)
+                        bad("--call-graph dwarf,SIZE: SIZE must be a multiple of 8 between 8 and 65528");
+                    o.sampling.stack_size = uint32_t(n);
+                }
+            } else {
+                bad("--call-graph must be fp or dwarf[,SIZE], got '" + v + "' (lbr needs hardware this tool "
+                    "does not drive)");
+            }
+        } else if (a == "--max-stack") {
+            uint64_t n = parse_u64("--max-stack", value());
+            if (n == 0 || n > 65535) bad("--max-stack must be between 1 and 65535");
+            o.sampling.max_stack = uint16_t(n);
+        } else if (a == "--no-buildid" || a == "-B") {
+            no_value();
+            o.build_ids = false;
         } else if (a == "-e" || a == "--event") {
             events = value();
         } else if (a == "-F" || a == "--freq") {

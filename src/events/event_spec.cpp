@@ -1,4 +1,8 @@
+#include <algorithm>
 #include <cstring>
+#include <dirent.h>
+#include <fnmatch.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -42,9 +46,69 @@ constexpr Named kEvents[] = {
 };
 }  // namespace
 
+std::string tracefs_root() {
+    for (const char* dir : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
+        struct stat st{};
+        if (stat((std::string(dir) + "/events").c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return dir;
+    }
+    return "";
+}
+
+EventSpec tracking_event() {
+    EventSpec e{"dummy:u", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_DUMMY, {}, {}, true};
+    return e;
+}
+
+namespace {
+
+std::string need_tracefs(const std::string& name) {
+    return "tracepoint '" + name +
+           "' needs tracefs: mount it with 'mount -t tracefs nodev /sys/kernel/tracing' (as root)";
+}
+
+// "sys:name" (globs allowed in both parts) -> one spec per matching tracepoint.
+std::vector<EventSpec> parse_tracepoints(const std::string& name) {
+    const std::string root = tracefs_root();
+    if (root.empty()) throw Error(need_tracefs(name));
+    const auto colon = name.find(':');
+    const std::string sys_pat = name.substr(0, colon), ev_pat = name.substr(colon + 1);
+    std::vector<EventSpec> out;
+    auto list_dirs = [](const std::string& dir) {
+        std::vector<std::string> v;
+        if (DIR* d = opendir(dir.c_str())) {
+            while (dirent* e = readdir(d))
+                if (e->d_name[0] != '.') v.push_back(e->d_name);
+            closedir(d);
+        }
+        std::sort(v.begin(), v.end());
+        return v;
+    };
+    for (const auto& sys : list_dirs(root + "/events")) {
+        if (fnmatch(sys_pat.c_str(), sys.c_str(), 0) != 0) continue;
+        for (const auto& ev : list_dirs(root + "/events/" + sys)) {
+            if (fnmatch(ev_pat.c_str(), ev.c_str(), 0) != 0) continue;
+            auto id = read_text_file(root + "/events/" + sys + "/" + ev + "/id");
+            if (!id) continue;
+            EventSpec spec;
+            spec.name = sys + ":" + ev;
+            spec.type = PERF_TYPE_TRACEPOINT;
+            spec.config = std::stoull(*id);
+            spec.tp_system = sys;
+            spec.tp_event = ev;
+            out.push_back(spec);
+        }
+    }
+    if (out.empty())
+        throw Error("unknown tracepoint '" + name + "': no match under " + root +
+                    "/events (see perf list tracepoint)");
+    return out;
+}
+
+}  // namespace
+
 EventSpec parse_event(const std::string& name) {
     for (const auto& e : kEvents)
-        if (name == e.name) return {name, e.type, e.config};
+        if (name == e.name) return {name, e.type, e.config, {}, {}, false};
     throw Error("unknown event '" + name +
                 "': use one of cpu-clock, task-clock, page-faults, context-switches, cpu-migrations, "
                 "minor-faults, major-faults, dummy, or a hardware event (cycles, instructions, ...)");
@@ -57,7 +121,11 @@ std::vector<EventSpec> parse_event_list(const std::string& list) {
         size_t comma = list.find(',', pos);
         std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
         if (item.empty()) throw Error("empty event name in -e '" + list + "'");
-        specs.push_back(parse_event(item));
+        if (item.find(':') != std::string::npos) {
+            for (auto& tp : parse_tracepoints(item)) specs.push_back(std::move(tp));
+        } else {
+            specs.push_back(parse_event(item));
+        }
         if (comma == std::string::npos) break;
         pos = comma + 1;
     }
@@ -77,6 +145,39 @@ perf_event_attr make_attr(const EventSpec& spec, const SamplingConfig& cfg) {
     }
     a.sample_type = kDefaultSampleType;
     a.read_format = kDefaultReadFormat;
+    if (spec.type == PERF_TYPE_TRACEPOINT) {
+        // perf samples every hit of a tracepoint unless -c says otherwise; RAW carries its fields.
+        a.sample_type |= PERF_SAMPLE_RAW;
+        a.freq = 0;
+        a.sample_period = cfg.use_freq ? 1 : cfg.period;
+    }
+    if (spec.tracking) {
+        // Never samples; carries process and mapping events for perf report (as perf's dummy:u).
+        a.freq = 0;
+        a.sample_period = 1;
+        a.exclude_kernel = 1;
+        a.exclude_hv = 1;
+        a.mmap = 1;
+        a.mmap2 = 1;
+        a.comm = 1;
+        a.comm_exec = 1;
+        a.task = 1;
+        // Dwarf unwinding reads .eh_frame, which lives in a read-only, non-executable segment of
+        // modern binaries: perf report needs those mappings too.
+        if (cfg.call_graph == CallGraph::Dwarf) a.mmap_data = 1;
+    }
+    if (cfg.call_graph != CallGraph::None && !spec.tracking) {
+        a.sample_type |= PERF_SAMPLE_CALLCHAIN;
+        if (cfg.max_stack) a.sample_max_stack = cfg.max_stack;
+        if (cfg.call_graph == CallGraph::Dwarf) {
+            // The kernel part of the chain comes from the kernel; the user part is unwound by perf
+            // from a copy of the user stack and registers, as perf record --call-graph dwarf does.
+            a.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+            a.sample_regs_user = kDwarfRegsMask;
+            a.sample_stack_user = cfg.stack_size;
+            a.exclude_callchain_user = 1;
+        }
+    }
     a.disabled = 1;        // enabled together once every ring is mapped and armed
     a.sample_id_all = 1;   // non-sample records carry TID/TIME/CPU/IDENTIFIER too
     if (cfg.wakeup_watermark) {

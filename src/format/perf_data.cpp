@@ -95,7 +95,8 @@ std::vector<std::byte> build_file_head(const std::vector<AttrEntry>& attrs, uint
     return std::move(o.buf);
 }
 
-FeatureBlock build_features(const std::vector<AttrEntry>& attrs, const HostInfo& host, uint64_t start) {
+FeatureBlock build_features(const std::vector<AttrEntry>& attrs, const HostInfo& host, uint64_t start,
+                            const std::vector<std::byte>& tracing_data) {
     FeatureBlock fb;
     // Payloads first, in bit order; the index of {offset,size} precedes them in the file.
     std::vector<std::pair<unsigned, Out>> feats;
@@ -104,6 +105,7 @@ FeatureBlock build_features(const std::vector<AttrEntry>& attrs, const HostInfo&
         feats.emplace_back(bit, Out{});
         return feats.back().second;
     };
+    if (!tracing_data.empty()) add(kFeatTracingData).raw(tracing_data.data(), tracing_data.size());
     add(kFeatHostname).str(host.hostname);
     add(kFeatOsRelease).str(host.os_release);
     add(kFeatVersion).str(host.version);

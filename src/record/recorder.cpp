@@ -11,6 +11,7 @@
 #include <ostream>
 #include <poll.h>
 #include <sstream>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -21,6 +22,7 @@
 #include "ringcap/events.hpp"
 #include "ringcap/perf_data.hpp"
 #include "ringcap/staging.hpp"
+#include "ringcap/synthesize.hpp"
 #include "ringcap/loop.hpp"
 #include "ringcap/writer.hpp"
 
@@ -205,6 +207,7 @@ private:
     void append_blocking(const void* p, size_t n);
     void finish_file(RecordSummary& sum);
     void refresh_header();
+    void enable_tracking();
     void flush_idle_staging();
     void fill_summary(RecordSummary& sum) const;
     void print_summary(const RecordSummary& sum) const;
@@ -216,6 +219,8 @@ private:
     std::vector<EventCounters> event_counters_;
     std::vector<uint64_t> event_lost_samples_;
     std::vector<AttrEntry> attrs_;
+    std::vector<EventSpec> specs_;  // opts_.events + the tracking event
+    SynthesisStats synth_;
     std::unique_ptr<SignalBlock> signals_;
     std::unique_ptr<Child> child_;
     std::unique_ptr<Loop> loop_;
@@ -232,7 +237,7 @@ private:
     bool stop_ = false;
     bool stopping_ = false;
     std::string stop_reason_;
-    uint64_t rounds_ = 0, hangups_ = 0;
+    uint64_t rounds_ = 0, hangups_ = 0, synth_records_ = 0;
     uint64_t iterations_at_all_hung_up_ = 0;  // loop iterations when the last ring retired
     size_t live_rings_ = 0;
 };
@@ -368,6 +373,10 @@ int Session::run(RecordSummary& sum) {
                         "kernel.perf_event_max_sample_rate=" + std::to_string(opts_.sampling.freq) + ")");
     }
     per_task_ = per_task(opts_);
+    // The user's events, then the tracking event that carries COMM/MMAP/FORK/EXIT records so perf
+    // report can name processes and resolve symbols of what starts during the record.
+    specs_ = opts_.events;
+    specs_.push_back(tracking_event());
     const std::vector<int> cpu_list = resolve_cpus();
     std::vector<int> tids = resolve_tasks();
 
@@ -391,7 +400,7 @@ int Session::run(RecordSummary& sum) {
             sampling.wakeup_watermark = uint32_t(ring_bytes / 2);
         }
         std::vector<perf_event_attr> out;
-        for (const auto& e : opts_.events) {
+        for (const auto& e : specs_) {
             perf_event_attr a = make_attr(e, sampling);
             if (per_task_) a.inherit = 1;  // follow the tasks' children, as perf does
             // A command's events switch on at its exec, so its start is not missed and ringcap's
@@ -401,13 +410,13 @@ int Session::run(RecordSummary& sum) {
         }
         return out;
     };
-    ensure_fd_limit(cpu_list.size() * std::max<size_t>(1, tids.size()) * opts_.events.size());
+    ensure_fd_limit(cpu_list.size() * std::max<size_t>(1, tids.size()) * specs_.size());
     size_t pages = opts_.mmap_pages;
     std::vector<perf_event_attr> attrs;
     for (;;) {
         attrs = make_attrs(pages, pages != opts_.mmap_pages);
         try {
-            cpus_ = open_cpu_events(opts_.events, attrs, cpu_list, tids, pages);
+            cpus_ = open_cpu_events(specs_, attrs, cpu_list, tids, pages);
             break;
         } catch (const RingMemoryError& e) {
             // perf fails here; we halve the rings (all of them, to keep them even) down to a floor.
@@ -421,13 +430,13 @@ int Session::run(RecordSummary& sum) {
              << "(kernel.perf_event_mlock_kb, RLIMIT_MEMLOCK); using -m " << pages
              << " instead. Raise the limits or run with CAP_IPC_LOCK for bigger rings.\n";
     ring_pages_ = pages;
-    attrs_.resize(opts_.events.size());
+    attrs_.resize(specs_.size());
     for (size_t e = 0; e < attrs_.size(); ++e) {
         attrs_[e].attr = attrs[e];
-        attrs_[e].name = opts_.events[e].name;
+        attrs_[e].name = specs_[e].name;
     }
-    event_counters_.assign(opts_.events.size(), {});
-    event_lost_samples_.assign(opts_.events.size(), 0);
+    event_counters_.assign(specs_.size(), {});
+    event_lost_samples_.assign(specs_.size(), 0);
     rings_.resize(cpus_.size());
     for (size_t i = 0; i < cpus_.size(); ++i) {
         for (const auto& ev : cpus_[i].events) {
@@ -481,6 +490,35 @@ int Session::run(RecordSummary& sum) {
     if (opts_.duration_s > 0) loop_->set_timer(opts_.duration_s);
     loop_->set_tick(kTickSeconds);
     loop_->run_once(*this, false);  // submit the polls before anything can fire
+
+    // What already runs: COMM/MMAP2 from /proc and the kernel map, written first (time 0, so perf
+    // processes them before any sample). The tracking event is enabled before the scan so nothing
+    // that starts meanwhile is missed (a duplicate is harmless); a command is followed by its own
+    // tracking events from exec on.
+    if (!(per_task_ && child_)) enable_tracking();
+    {
+        const size_t id_size = sample_id_size(attrs_.front().attr.sample_type);
+        RecordSink sink = [this](const void* rec, size_t n) { append_blocking(rec, n); };
+        synthesize_kernel(sink, id_size, synth_);
+        if (!(per_task_ && child_)) {
+            std::optional<std::vector<int>> pids;
+            if (per_task_) {
+                std::vector<int> p = opts_.pids;
+                for (int tid : opts_.tids) p.push_back(tid);  // its thread group is found via /proc/TID
+                pids = p;
+            }
+            synthesize_tasks(sink, id_size, pids, opts_.sampling.call_graph == CallGraph::Dwarf, synth_);
+        }
+        synth_records_ = synth_.threads + synth_.maps + (synth_.kernel_map ? 1 : 0);
+        if (opts_.verbose)
+            log_ << "ringcap: synthesized " << synth_.threads << " threads of " << synth_.processes << " processes, "
+                 << synth_.maps << " executable maps" << (synth_.kernel_map ? ", the kernel map" : "") << " ("
+                 << human_bytes(synth_.bytes) << ") in " << std::fixed << std::setprecision(3) << synth_.seconds
+                 << " s\n";
+        if (!synth_.kernel_map)
+            log_ << "ringcap: /proc/kallsyms hides kernel addresses (kernel.kptr_restrict): kernel samples will not "
+                    "resolve to symbols\n";
+    }
 
     const auto t0 = Clock::now();
     if (!(per_task_ && child_)) enable_all(cpus_);
@@ -547,6 +585,13 @@ void Session::flush_idle_staging() {
     writer_->queue_partial();
 }
 
+void Session::enable_tracking() {
+    for (auto& c : cpus_)
+        for (auto& e : c.events)
+            if (specs_[e.event_index].tracking && ::ioctl(e.fd.get(), PERF_EVENT_IOC_ENABLE, 0) != 0)
+                throw Error("PERF_EVENT_IOC_ENABLE of the tracking event: " + errno_text(errno));
+}
+
 void Session::refresh_header() {
     // Crash safety: keep the on-disk header's data size at the last record boundary that is wholly
     // on disk, so perf reads a file cut short by SIGKILL up to there. A few times a second at most.
@@ -571,7 +616,12 @@ void Session::finish_file(RecordSummary& sum) {
     const uint64_t data_size = writer_->durable_size();
     sum.file_bytes = data_size;
     const uint64_t feat_start = data_offset_ + data_size;
-    FeatureBlock feats = build_features(attrs_, HostInfo::current(opts_.argv), feat_start);
+    std::vector<std::pair<std::string, std::string>> tracepoints;
+    for (const auto& sp : specs_)
+        if (sp.type == PERF_TYPE_TRACEPOINT) tracepoints.emplace_back(sp.tp_system, sp.tp_event);
+    std::vector<std::byte> tracing;
+    if (!tracepoints.empty()) tracing = build_tracing_data(tracefs_root(), tracepoints);
+    FeatureBlock feats = build_features(attrs_, HostInfo::current(opts_.argv), feat_start, tracing);
     const uint64_t none[4] = {0, 0, 0, 0};
     std::string feature_error;
     // Cut what a failed write may have left beyond the kept data first: on a full disk that frees
@@ -627,9 +677,12 @@ void Session::fill_summary(RecordSummary& sum) const {
         t.partial_drains += c.ring.partial_drains;
         sum.cpus.push_back(c);
     }
-    for (size_t e = 0; e < opts_.events.size(); ++e) {
+    sum.synthesized_records = synth_records_;
+    sum.synthesis_seconds = synth_.seconds;
+    for (size_t e = 0; e < specs_.size(); ++e) {
+        if (specs_[e].tracking) continue;
         EventSummary es;
-        es.name = opts_.events[e].name;
+        es.name = specs_[e].name;
         es.samples = event_counters_[e].samples;
         es.lost = event_counters_[e].lost;
         es.lost_samples = event_lost_samples_[e];

@@ -1,0 +1,38 @@
+// What perf record synthesizes from /proc at start so samples of existing processes resolve to
+// names and symbols: COMM per thread, MMAP2 per executable mapping, the kernel map and modules.
+// Records carry an all-zero sample_id (id 0: perf's "synthesized" marker) sized for
+// kDefaultSampleType's sample_id_all fields.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ringcap {
+
+// Receives each synthesized record (whole, 8-byte aligned).
+using RecordSink = std::function<void(const void* record, size_t size)>;
+
+struct SynthesisStats {
+    size_t processes = 0;
+    size_t threads = 0;
+    size_t maps = 0;
+    size_t bytes = 0;
+    bool kernel_map = false;  // false when /proc/kallsyms hides addresses (kptr_restrict)
+    double seconds = 0;
+};
+
+// Bytes of sample_id that follow every non-sample record for the given sample_type.
+size_t sample_id_size(uint64_t sample_type);
+
+// The kernel ([kernel.kallsyms]_text) and module maps.
+void synthesize_kernel(const RecordSink& sink, size_t id_size, SynthesisStats& stats);
+// COMM + MMAP2 for `pids` (every process if nullopt): executable mappings, and with `data_maps`
+// also readable file mappings (PERF_RECORD_MISC_MMAP_DATA), which dwarf unwinding needs.
+void synthesize_tasks(const RecordSink& sink, size_t id_size, const std::optional<std::vector<int>>& pids,
+                      bool data_maps, SynthesisStats& stats);
+
+}  // namespace ringcap

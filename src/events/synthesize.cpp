@@ -1,0 +1,201 @@
+#include "ringcap/synthesize.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <linux/perf_event.h>
+#include <string_view>
+
+#include "ringcap/sys.hpp"
+
+namespace ringcap {
+
+namespace {
+
+// Builds one record in a fixed buffer: header, body, NUL-padded string, zero sample_id.
+class RecordBuilder {
+public:
+    explicit RecordBuilder(size_t id_size) : id_size_(id_size) {}
+    void begin(uint32_t type, uint16_t misc) {
+        len_ = sizeof(perf_event_header);
+        type_ = type;
+        misc_ = misc;
+    }
+    template <typename T>
+    void put(const T& v) {
+        std::memcpy(buf_ + len_, &v, sizeof v);
+        len_ += sizeof v;
+    }
+    void str(std::string_view s) {
+        // NUL-terminated, padded to 8 bytes like the kernel's records.
+        s = s.substr(0, 4000);
+        std::memcpy(buf_ + len_, s.data(), s.size());
+        size_t n = (s.size() + 1 + 7) & ~size_t(7);
+        std::memset(buf_ + len_ + s.size(), 0, n - s.size());
+        len_ += n;
+    }
+    void end(const RecordSink& sink, SynthesisStats& stats) {
+        std::memset(buf_ + len_, 0, id_size_);
+        len_ += id_size_;
+        perf_event_header h{type_, misc_, uint16_t(len_)};
+        std::memcpy(buf_, &h, sizeof h);
+        sink(buf_, len_);
+        stats.bytes += len_;
+    }
+
+private:
+    alignas(8) unsigned char buf_[4096 + 256];
+    size_t len_ = 0;
+    size_t id_size_;
+    uint32_t type_ = 0;
+    uint16_t misc_ = 0;
+};
+
+std::vector<int> numeric_entries(const std::string& dir) {
+    std::vector<int> out;
+    DIR* d = opendir(dir.c_str());
+    if (!d) return out;
+    while (dirent* e = readdir(d)) {
+        char* end = nullptr;
+        long v = std::strtol(e->d_name, &end, 10);
+        if (end && *end == 0 && v > 0) out.push_back(int(v));
+    }
+    closedir(d);
+    return out;
+}
+
+std::string trim_newline(std::string s) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+}
+
+}  // namespace
+
+size_t sample_id_size(uint64_t t) {
+    size_t n = 0;
+    if (t & PERF_SAMPLE_TID) n += 8;
+    if (t & PERF_SAMPLE_TIME) n += 8;
+    if (t & PERF_SAMPLE_ID) n += 8;
+    if (t & PERF_SAMPLE_STREAM_ID) n += 8;
+    if (t & PERF_SAMPLE_CPU) n += 8;
+    if (t & PERF_SAMPLE_IDENTIFIER) n += 8;
+    return n;
+}
+
+void synthesize_kernel(const RecordSink& sink, size_t id_size, SynthesisStats& stats) {
+    // perf's kernel map: PERF_RECORD_MMAP, pid -1, from _text to the top of the address space,
+    // pgoff = _text, named "[kernel.kallsyms]_text"; perf report then reads /proc/kallsyms.
+    FILE* f = fopen("/proc/kallsyms", "r");
+    if (!f) return;
+    unsigned long long text = 0;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long addr;
+        char type, name[256];
+        if (sscanf(line, "%llx %c %255s", &addr, &type, name) == 3 && strcmp(name, "_text") == 0) {
+            text = addr;
+            break;
+        }
+    }
+    fclose(f);
+    RecordBuilder b(id_size);
+    if (text != 0) {
+        b.begin(PERF_RECORD_MMAP, PERF_RECORD_MISC_KERNEL);
+        b.put(uint32_t(-1));  // pid: the host kernel
+        b.put(uint32_t(0));   // tid
+        b.put(uint64_t(text));
+        b.put(uint64_t(~0ull - text));
+        b.put(uint64_t(text));
+        b.str("[kernel.kallsyms]_text");
+        b.end(sink, stats);
+        stats.kernel_map = true;
+    }
+    // Modules: "name size refcount deps state address".
+    FILE* m = fopen("/proc/modules", "r");
+    if (!m) return;
+    while (fgets(line, sizeof line, m)) {
+        char name[256];
+        unsigned long long size = 0, addr = 0;
+        if (sscanf(line, "%255s %llu %*s %*s %*s %llx", name, &size, &addr) != 3 || addr == 0) continue;
+        b.begin(PERF_RECORD_MMAP, PERF_RECORD_MISC_KERNEL);
+        b.put(uint32_t(-1));
+        b.put(uint32_t(0));
+        b.put(uint64_t(addr));
+        b.put(uint64_t(size));
+        b.put(uint64_t(0));
+        b.str(std::string("[") + name + "]");
+        b.end(sink, stats);
+    }
+    fclose(m);
+}
+
+void synthesize_tasks(const RecordSink& sink, size_t id_size, const std::optional<std::vector<int>>& pids,
+                      bool data_maps, SynthesisStats& stats) {
+    const auto t0 = std::chrono::steady_clock::now();
+    RecordBuilder b(id_size);
+    const std::vector<int> procs = pids ? *pids : numeric_entries("/proc");
+    for (int pid : procs) {
+        const std::string base = "/proc/" + std::to_string(pid);
+        std::vector<int> tids = numeric_entries(base + "/task");
+        if (tids.empty()) continue;  // exited meanwhile
+        ++stats.processes;
+        for (int tid : tids) {
+            auto comm = read_text_file(base + "/task/" + std::to_string(tid) + "/comm");
+            if (!comm) continue;
+            // PERF_RECORD_COMM { u32 pid, tid; char comm[]; }
+            b.begin(PERF_RECORD_COMM, 0);
+            b.put(uint32_t(pid));
+            b.put(uint32_t(tid));
+            b.str(trim_newline(*comm));
+            b.end(sink, stats);
+            ++stats.threads;
+        }
+        // Executable mappings: "start-end perms offset major:minor inode path".
+        FILE* f = fopen((base + "/maps").c_str(), "r");
+        if (!f) continue;
+        char line[4096 + 256];
+        while (fgets(line, sizeof line, f)) {
+            unsigned long long start, end, off, ino;
+            unsigned maj, min;
+            char perms[8];
+            int path_at = 0;
+            if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &off, &maj, &min, &ino,
+                       &path_at) < 7)
+                continue;
+            uint16_t misc = PERF_RECORD_MISC_USER;
+            std::string path = trim_newline(line + path_at);
+            if (perms[2] != 'x') {
+                // Code resolves samples; data maps only matter to dwarf unwinding (file-backed ones).
+                if (!data_maps || perms[0] != 'r' || path.empty() || path[0] != '/') continue;
+                misc |= PERF_RECORD_MISC_MMAP_DATA;
+            }
+            if (path.empty()) path = "//anon";
+            if (path == "[vsyscall]") continue;  // perf skips it too
+            uint32_t prot = (perms[0] == 'r' ? 1u : 0u) | (perms[1] == 'w' ? 2u : 0u) | 4u;  // PROT_*
+            uint32_t flags = perms[3] == 's' ? 1u : 2u;  // MAP_SHARED / MAP_PRIVATE
+            // PERF_RECORD_MMAP2 { u32 pid, tid; u64 addr, len, pgoff; u32 maj, min; u64 ino,
+            //                     ino_generation; u32 prot, flags; char filename[]; }
+            b.begin(PERF_RECORD_MMAP2, misc);
+            b.put(uint32_t(pid));
+            b.put(uint32_t(pid));
+            b.put(uint64_t(start));
+            b.put(uint64_t(end - start));
+            b.put(uint64_t(off));
+            b.put(uint32_t(maj));
+            b.put(uint32_t(min));
+            b.put(uint64_t(ino));
+            b.put(uint64_t(0));
+            b.put(prot);
+            b.put(flags);
+            b.str(path);
+            b.end(sink, stats);
+            ++stats.maps;
+        }
+        fclose(f);
+    }
+    stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace ringcap
