@@ -89,7 +89,10 @@ TEST_CASE("three identical events in one ring end with equal sample counts (seed
         std::string err;
         auto file = read_perf_data(f.path, &err);
         REQUIRE(file);
-        REQUIRE(file->counts.samples_per_attr.size() == 3);
+        // The three events, then the tracking event (dummy:u), which never samples.
+        REQUIRE(file->counts.samples_per_attr.size() == 4);
+        CHECK(file->attrs[3].name == "dummy:u");
+        CHECK(file->counts.samples_per_attr[3] == 0);
         for (size_t e = 0; e < 3; ++e) CHECK(file->counts.samples_per_attr[e] == sum.events[e].samples);
         CHECK(file->counts.samples == sum.total.samples);
         CHECK(file->counts.unknown_ids == 0);
@@ -199,13 +202,13 @@ TEST_CASE("a tiny CQ ends multishot polls: they are re-armed and nothing is lost
     CHECK(sum.rearms > 0);
 
     // Every record the rings produced is in the file: the file holds exactly what the reader took
-    // from the rings, plus our FINISHED_ROUND and LOST_SAMPLES records.
+    // from the rings, plus our FINISHED_ROUND, LOST_SAMPLES and synthesized /proc records.
     auto file = read_perf_data(f.path, nullptr);
     REQUIRE(file);
     const auto& c = file->counts;
     CHECK_FALSE(c.truncated);
-    const uint64_t ours = c.finished_rounds + (c.by_type.count(PERF_RECORD_LOST_SAMPLES)
-                                                   ? c.by_type.at(PERF_RECORD_LOST_SAMPLES) : 0);
+    const uint64_t ours = c.finished_rounds + sum.synthesized_records +
+                          (c.by_type.count(PERF_RECORD_LOST_SAMPLES) ? c.by_type.at(PERF_RECORD_LOST_SAMPLES) : 0);
     CHECK(c.records - ours == sum.total.records);
     CHECK(c.samples == sum.total.samples);
     // Kernel-side loss is reported, not hidden: the file and the summary agree on it.

@@ -1,0 +1,136 @@
+// What users see in perf's tools: a ringcap file of the bench workload must look like perf record's.
+#include <catch2/catch.hpp>
+
+#include <regex>
+#include <sstream>
+
+#include "support.hpp"
+#include "tools.hpp"
+
+namespace {
+
+const std::string kRingcap = RINGCAP_BINARY;
+const std::string kWorkload = RINGCAP_WORKLOAD;
+
+std::string require_all() {
+    std::string why = kernel_refusal();
+    if (!why.empty()) skip_test(why);
+    std::string perf = find_perf();
+    if (perf.empty()) skip_test("perf (linux-perf) is not installed: cannot compare with perf record");
+    return perf;
+}
+
+// The top line of `perf report --stdio --no-children --sort sym`: {share %, symbol}.
+std::pair<double, std::string> top_symbol(const std::string& perf, const std::string& file) {
+    auto r = run_command(perf + " report -i " + file + " --stdio --no-children --sort sym 2>/dev/null");
+    std::istringstream in(r.output);
+    std::smatch m;
+    for (std::string line; std::getline(in, line);)
+        if (std::regex_search(line, m, std::regex("^\\s+([0-9.]+)%\\s+\\[[.k]\\]\\s+(\\S+)")))
+            return {std::stod(m[1]), m[2]};
+    return {0, ""};
+}
+
+// Of the samples whose leaf is hot_loop, how many show caller_heavy/caller_light then main above it.
+std::pair<int, int> chains(const std::string& perf, const std::string& file) {
+    auto r = run_command(perf + " script -i " + file + " -F ip,sym 2>/dev/null");
+    int hot = 0, full = 0;
+    std::istringstream in(r.output);
+    std::vector<std::string> frames;
+    auto flush = [&] {
+        if (!frames.empty() && frames[0].find("hot_loop") != std::string::npos) {
+            ++hot;
+            if (frames.size() >= 3 && frames[1].find("caller_") != std::string::npos &&
+                frames[2].find("main") != std::string::npos)
+                ++full;
+        }
+        frames.clear();
+    };
+    for (std::string line; std::getline(in, line);) {
+        if (line.find_first_not_of(" \t") == std::string::npos) flush();
+        else frames.push_back(line);
+    }
+    flush();
+    return {hot, full};
+}
+
+}  // namespace
+
+TEST_CASE("the workload's top symbol and share match perf record's", "[ecosystem]") {
+    const std::string perf = require_all();
+    TempFile ours("eco-ours"), theirs("eco-perf");
+    auto r = run_command(kRingcap + " record -F 2000 -o " + ours.path + " -- " + kWorkload + " 1500 2>&1");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    REQUIRE(run_command(perf + " record -q -F 2000 -o " + theirs.path + " -- " + kWorkload + " 1500 2>&1").status == 0);
+    auto a = top_symbol(perf, ours.path), b = top_symbol(perf, theirs.path);
+    INFO("ringcap: " << a.second << " " << a.first << "%, perf: " << b.second << " " << b.first << "%");
+    CHECK(a.second == "hot_loop");
+    CHECK(a.second == b.second);
+    CHECK(std::abs(a.first - b.first) < 5.0);
+}
+
+TEST_CASE("-g and --call-graph dwarf show main -> caller -> hot_loop", "[ecosystem]") {
+    const std::string perf = require_all();
+    TempFile f("eco-chain");
+    for (const std::string mode : {"-g", "--call-graph dwarf"}) {
+        INFO(mode);
+        auto r = run_command(kRingcap + " record -F 2000 " + mode + " -o " + f.path + " -- " + kWorkload + " 1000 2>&1");
+        INFO(r.output);
+        REQUIRE(r.status == 0);
+        auto [hot, full] = chains(perf, f.path);
+        INFO("hot_loop samples " << hot << ", with the full chain " << full);
+        REQUIRE(hot > 100);
+        CHECK(full >= hot * 9 / 10);
+    }
+}
+
+TEST_CASE("a process started during the record is named and its symbols resolve", "[ecosystem]") {
+    const std::string perf = require_all();
+    TempFile f("eco-late");
+    // System-wide; the workload only starts once the record runs (it is exec'd by the shell later).
+    auto r = run_command(kRingcap + " record -a -F 2000 -o " + f.path + " -- sh -c 'sleep 0.3; exec " + kWorkload +
+                         " 800' 2>&1");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    auto rep = run_command(perf + " report -i " + f.path + " --stdio --no-children --sort comm,sym 2>/dev/null");
+    INFO(rep.output);
+    CHECK(std::regex_search(rep.output, std::regex("ringcap_workloa\\s+\\[\\.\\]\\s+hot_loop")));
+}
+
+TEST_CASE("kernel samples resolve to kernel symbols", "[ecosystem]") {
+    const std::string perf = require_all();
+    auto kallsyms = run_command("grep -m1 ' _text$' /proc/kallsyms");
+    if (kallsyms.output.empty() || kallsyms.output.rfind("0000000000000000", 0) == 0)
+        skip_test("/proc/kallsyms hides addresses here (kernel.kptr_restrict)");
+    TempFile f("eco-kernel");
+    auto r = run_command(kRingcap + " record -a -F 2000 --duration 0.5 -o " + f.path + " 2>&1");
+    REQUIRE(r.status == 0);
+    auto rep = run_command(perf + " report -i " + f.path + " --stdio --no-children --sort dso,sym 2>/dev/null");
+    INFO(rep.output);
+    // A named kernel function, not a raw address.
+    CHECK(std::regex_search(rep.output, std::regex("\\[kernel\\.kallsyms\\]\\s+\\[k\\]\\s+[A-Za-z_]")));
+}
+
+TEST_CASE("sched:sched_switch: perf script prints the fields; counts comparable with perf record", "[ecosystem]") {
+    const std::string perf = require_all();
+    TempFile ours("eco-sched"), theirs("eco-sched-perf");
+    const std::string storm = " -- sh -c 'i=0; while [ $i -lt 300 ]; do sleep 0.001; i=$((i+1)); done'";
+    auto r = run_command(kRingcap + " record -a -e sched:sched_switch -o " + ours.path + storm + " 2>&1");
+    INFO(r.output);
+    if (r.status == 2 && r.output.find("tracefs") != std::string::npos) skip_test("tracefs is not mounted");
+    REQUIRE(r.status == 0);
+    auto script = run_command(perf + " script -i " + ours.path + " 2>&1 | head -5");
+    INFO(script.output);
+    CHECK(script.output.find("prev_comm=") != std::string::npos);
+    CHECK(script.output.find("next_pid=") != std::string::npos);
+    REQUIRE(run_command(perf + " record -q -a -e sched:sched_switch -o " + theirs.path + storm + " 2>&1").status == 0);
+    auto count = [&](const std::string& file) {
+        return std::stoll(run_command(perf + " script -i " + file + " 2>/dev/null | wc -l").output);
+    };
+    const long long a = count(ours.path), b = count(theirs.path);
+    INFO("ringcap " << a << " vs perf " << b);
+    CHECK(a > 300);  // at least one switch per sleep
+    CHECK(a * 10 > b);
+    CHECK(b * 10 > a);
+}
