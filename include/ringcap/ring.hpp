@@ -96,7 +96,7 @@ public:
 
 private:
     void copy_out(uint64_t from, std::byte* dst, uint64_t len) const;
-    uint64_t account(uint64_t limit);
+    uint64_t account(uint64_t limit, uint64_t head);
 
     RingView view_;
     uint64_t mask_ = 0;

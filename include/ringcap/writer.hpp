@@ -68,7 +68,7 @@ public:
 
     // Issues a write for every ready buffer (on io_uring they go out together with the next enter).
     void queue_ready();
-    // Issues the partly filled current buffer (at stop).
+    // Issues the full buffers still queued in the pool, then the partly filled current one.
     void queue_partial();
     // Handles a write completion for pool buffer `index`.
     void on_completion(uint32_t index, int res);

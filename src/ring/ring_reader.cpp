@@ -32,19 +32,22 @@ static T load_at(const std::byte* data, uint64_t mask, uint64_t pos) {
     return v;
 }
 
-uint64_t RingReader::account(uint64_t limit) {
+uint64_t RingReader::account(uint64_t limit, uint64_t head) {
     // Walks the records that lie wholly in [tail_, limit) and returns where the last one ends.
     // data_head only moves past whole records, so every record that starts below head is complete.
-    uint64_t pos = tail_;
-    while (pos < limit) {
+    // Positions are compared relative to tail_, so the free-running u64 counters may wrap.
+    const uint64_t span = limit - tail_, avail = head - tail_;
+    uint64_t rel = 0;
+    while (rel < span) {
+        const uint64_t pos = tail_ + rel;
         auto hdr = load_at<perf_event_header>(view_.data, mask_, pos);
-        if (hdr.size < sizeof(perf_event_header) || hdr.size % 8 != 0) {
-            // Cannot happen with a sane kernel. Keep the bytes (the file shows the damage) and resync
-            // at the limit rather than loop.
+        if (hdr.size < sizeof(perf_event_header) || hdr.size % 8 != 0 || rel + hdr.size > avail) {
+            // Impossible with a sane kernel (a record below head runs past it, or has no size). Keep
+            // the bytes (the file shows the damage) and resync at the limit rather than wait forever.
             ++counters_.bad_headers;
             return limit;
         }
-        if (pos + hdr.size > limit) break;  // does not fit in staging: next drain
+        if (rel + hdr.size > span) break;  // does not fit in staging: next drain
         ++counters_.records;
         switch (hdr.type) {
             case PERF_RECORD_SAMPLE: {
@@ -75,9 +78,9 @@ uint64_t RingReader::account(uint64_t limit) {
             default:
                 break;
         }
-        pos += hdr.size;
+        rel += hdr.size;
     }
-    return pos;
+    return tail_ + rel;
 }
 
 DrainResult RingReader::drain(StagingPool& staging) {
@@ -90,7 +93,7 @@ DrainResult RingReader::drain(StagingPool& staging) {
 
     // Staging is one byte stream shared by every ring: take only whole records, so that when staging
     // runs out the next ring's bytes never follow half a record.
-    const uint64_t end = account(tail_ + std::min<uint64_t>(avail, staging.free_bytes()));
+    const uint64_t end = account(tail_ + std::min<uint64_t>(avail, staging.free_bytes()), head);
     const uint64_t len = end - tail_;
     for (uint64_t copied = 0; copied < len;) {
         auto space = staging.writable();

@@ -6,6 +6,7 @@
 #include <mimalloc.h>
 #include <new>
 #include <stdexcept>
+#include <string>
 
 namespace ringcap {
 
@@ -86,7 +87,10 @@ std::optional<StagingBuffer> StagingPool::take_partial() {
 }
 
 void StagingPool::release(uint32_t index) {
-    assert(index < buffers_.size() && free_.size() < buffers_.size());
+    // A buffer released twice would later be handed out twice: refuse it even in release builds.
+    if (index >= buffers_.size() || free_.size() >= buffers_.size() || (current_ && *current_ == index) ||
+        std::find(free_.begin(), free_.end(), index) != free_.end())
+        throw std::logic_error("staging: buffer " + std::to_string(index) + " released twice or while in use");
     free_.push_back(index);
 }
 

@@ -22,6 +22,9 @@ void Writer::queue_ready() {
 }
 
 void Writer::queue_partial() {
+    // File offsets follow queue order, and the partial buffer comes after every full one in the
+    // stream: queue those first, or the partial buffer would take their place in the file.
+    queue_ready();
     if (auto b = pool_.take_partial()) queue(*b);
 }
 

@@ -1,0 +1,132 @@
+/* Helpers for bench/run.sh, compiled by it with `cc -O2`. Plain C so that nothing but a C compiler
+ * is needed; it is not part of the CMake build.
+ *
+ *   benchtool run RESULT_FILE -- COMMAND [ARGS...]
+ *       fork/exec COMMAND, wait4() for it and write one line to RESULT_FILE:
+ *           wall_s user_s sys_s maxrss_kb exit_code
+ *       user/sys/maxrss are the rusage of COMMAND's process as wait4() returns it (the process
+ *       itself plus any children it waited for, e.g. the `sleep` both collectors run, which is
+ *       negligible). Exits with COMMAND's exit code (128+signal if it was killed).
+ *   benchtool spin SECONDS
+ *       burn one CPU until killed, or for at most SECONDS (a safety net against strays).
+ *   benchtool pingpong SECONDS
+ *       two processes bounce one byte over a pair of pipes (a context-switch storm) until
+ *       killed or for at most SECONDS; prints the number of round trips to stdout at the end.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double tv_s(struct timeval tv) { return (double)tv.tv_sec + (double)tv.tv_usec / 1e6; }
+
+static int cmd_run(int argc, char** argv) {
+    if (argc < 5 || strcmp(argv[3], "--") != 0) {
+        fprintf(stderr, "usage: benchtool run RESULT_FILE -- COMMAND [ARGS...]\n");
+        return 2;
+    }
+    const char* result = argv[2];
+    /* The script may be interrupted; let the collector see SIGINT itself and stop cleanly. */
+    signal(SIGINT, SIG_IGN);
+    double t0 = now_s();
+    pid_t pid = fork();
+    if (pid < 0) { perror("benchtool: fork"); return 2; }
+    if (pid == 0) {
+        signal(SIGINT, SIG_DFL);
+        execvp(argv[4], argv + 4);
+        fprintf(stderr, "benchtool: exec %s: %s\n", argv[4], strerror(errno));
+        _exit(127);
+    }
+    int status = 0;
+    struct rusage ru;
+    memset(&ru, 0, sizeof ru);
+    while (wait4(pid, &status, 0, &ru) < 0) {
+        if (errno != EINTR) { perror("benchtool: wait4"); return 2; }
+    }
+    double wall = now_s() - t0;
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    FILE* f = fopen(result, "w");
+    if (!f) { perror(result); return 2; }
+    fprintf(f, "%.6f %.6f %.6f %ld %d\n", wall, tv_s(ru.ru_utime), tv_s(ru.ru_stime), ru.ru_maxrss, code);
+    fclose(f);
+    return code;
+}
+
+static volatile sig_atomic_t stop_flag;
+static void on_stop(int sig) { (void)sig; stop_flag = 1; }
+
+static void install_stop(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop; /* no SA_RESTART: a blocked read/write returns EINTR */
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGALRM, &sa, NULL);
+}
+
+static int cmd_spin(int argc, char** argv) {
+    unsigned secs = argc > 2 ? (unsigned)atoi(argv[2]) : 600;
+    install_stop();
+    alarm(secs ? secs : 600);
+    volatile unsigned long x = 0;
+    while (!stop_flag) x++;
+    return 0;
+}
+
+static int cmd_pingpong(int argc, char** argv) {
+    unsigned secs = argc > 2 ? (unsigned)atoi(argv[2]) : 600;
+    int ab[2], ba[2];
+    if (pipe(ab) || pipe(ba)) { perror("benchtool: pipe"); return 2; }
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) { perror("benchtool: fork"); return 2; }
+    char c = 'x';
+    if (pid == 0) {
+        /* Echo side: dies with the parent, and ends on EOF. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(0);
+        close(ab[1]);
+        close(ba[0]);
+        for (;;) {
+            if (read(ab[0], &c, 1) != 1) _exit(0);
+            if (write(ba[1], &c, 1) != 1) _exit(0);
+        }
+    }
+    close(ab[0]);
+    close(ba[1]);
+    install_stop();
+    alarm(secs ? secs : 600);
+    unsigned long long trips = 0;
+    while (!stop_flag) {
+        if (write(ab[1], &c, 1) != 1) break;
+        if (read(ba[0], &c, 1) != 1) break;
+        ++trips;
+    }
+    close(ab[1]);
+    close(ba[0]);
+    waitpid(pid, NULL, 0);
+    printf("%llu\n", trips);
+    return 0;
+}
+
+int main(int argc, char** argv) {
+    if (argc >= 2 && strcmp(argv[1], "run") == 0) return cmd_run(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "spin") == 0) return cmd_spin(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "pingpong") == 0) return cmd_pingpong(argc, argv);
+    fprintf(stderr, "usage: benchtool run RESULT -- CMD... | spin SECONDS | pingpong SECONDS\n");
+    return 2;
+}
