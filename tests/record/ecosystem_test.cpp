@@ -70,7 +70,7 @@ TEST_CASE("the workload's top symbol and share match perf record's", "[ecosystem
     CHECK(std::abs(a.first - b.first) < 5.0);
 }
 
-TEST_CASE("-g and --call-graph dwarf show main -> caller -> hot_loop", "[ecosystem]") {
+TEST_CASE("fp (-g) and dwarf call graphs show main -> caller -> hot_loop", "[ecosystem]") {
     const std::string perf = require_all();
     TempFile f("eco-chain");
     for (const std::string mode : {"-g", "--call-graph dwarf"}) {

@@ -154,7 +154,7 @@ TEST_CASE("per-task capture follows the command's children and ends when all exi
     }
 }
 
-TEST_CASE("-p on a process that does not exist: exit 2, no file", "[seed][task]") {
+TEST_CASE("record -p of a process that does not exist: exit 2, no file", "[seed][task]") {
     TempFile f("nopid");
     std::remove(f.path.c_str());
     auto r = run_command(std::string(RINGCAP_BINARY) + " record -p 1073741823 -o " + f.path + " 2>&1");
@@ -164,7 +164,7 @@ TEST_CASE("-p on a process that does not exist: exit 2, no file", "[seed][task]"
     CHECK(stat(f.path.c_str(), &st) != 0);
 }
 
-TEST_CASE("-p follows an existing process until it exits", "[seed][task]") {
+TEST_CASE("record -p follows an existing process until it exits", "[seed][task]") {
     require_kernel();
     TempFile f("pid");
     // A child of the test that burns CPU for a bounded number of iterations.
@@ -216,7 +216,7 @@ TEST_CASE("a tiny CQ ends multishot polls: they are re-armed and nothing is lost
     CHECK(c.lost_samples == sum.lost_samples);
 }
 
-TEST_CASE("--wakeup-watermark and --wakeup-events reach the attrs in the file", "[seed][record]") {
+TEST_CASE("wake-up options (watermark, events) reach the attrs in the file", "[seed][record]") {
     require_kernel();
     TempFile f("wakeup");
     for (const std::string flag : {"--wakeup-watermark 8192", "--wakeup-events 16"}) {
