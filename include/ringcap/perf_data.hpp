@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <linux/perf_event.h>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,8 @@ enum PerfFeature : unsigned {
 
 // perf record types that are not in the kernel's uapi header.
 inline constexpr uint32_t kRecordFinishedRound = 68;
+inline constexpr uint32_t PERF_RECORD_HEADER_BUILD_ID = 67;
+inline constexpr uint16_t PERF_RECORD_MISC_BUILD_ID_SIZE = 1u << 15;
 
 struct PerfFileSection {
     uint64_t offset;
@@ -72,9 +75,21 @@ struct FeatureBlock {
     std::vector<std::byte> bytes;
     uint64_t bitmap[4] = {0, 0, 0, 0};
 };
-// `tracing_data`, if not empty, becomes HEADER_TRACING_DATA (see build_tracing_data).
+// `tracing_data` / `build_ids`, if not empty, become HEADER_TRACING_DATA / HEADER_BUILD_ID.
 FeatureBlock build_features(const std::vector<AttrEntry>& attrs, const HostInfo& host, uint64_t start,
-                            const std::vector<std::byte>& tracing_data = {});
+                            const std::vector<std::byte>& tracing_data = {},
+                            const std::vector<std::byte>& build_ids = {});
+
+struct BuildIdEntry {
+    std::string filename;  // "[kernel.kallsyms]" for the kernel
+    std::vector<uint8_t> id;
+    bool kernel = false;
+};
+// GNU build-id of an ELF file (NT_GNU_BUILD_ID in a PT_NOTE), or of the running kernel.
+std::optional<std::vector<uint8_t>> read_build_id(const std::string& path);
+std::optional<std::vector<uint8_t>> kernel_build_id();
+// The HEADER_BUILD_ID payload.
+std::vector<std::byte> build_build_id_feature(const std::vector<BuildIdEntry>& entries);
 
 // The HEADER_TRACING_DATA payload for these (system, event) tracepoints, read from tracefs.
 std::vector<std::byte> build_tracing_data(const std::string& tracefs,

@@ -75,6 +75,14 @@ struct RingCounters {
     uint64_t partial_drains = 0;  // drains stopped early because staging was full
 };
 
+// Told about every executable mapping record (MMAP/MMAP2) the reader passes, for the BUILD_ID
+// feature. Rare records; the callee may allocate.
+class MmapObserver {
+public:
+    virtual ~MmapObserver() = default;
+    virtual void on_exec_mapping(const char* filename, bool kernel) = 0;
+};
+
 struct DrainResult {
     uint64_t bytes = 0;
     bool complete = true;  // false if staging ran out of space before the ring was empty
@@ -85,7 +93,7 @@ class RingReader {
 public:
     RingReader() = default;
     // ids/events may be null: then per-event counts are not kept.
-    RingReader(RingView view, const IdMap* ids, std::span<EventCounters> events);
+    RingReader(RingView view, const IdMap* ids, std::span<EventCounters> events, MmapObserver* mmaps = nullptr);
 
     // Consumes everything up to the current data_head, or the whole records that fit in staging, and
     // releases it to the kernel. Never leaves half a record in staging.
@@ -101,8 +109,11 @@ private:
     RingView view_;
     uint64_t mask_ = 0;
     uint64_t tail_ = 0;       // our copy of data_tail; we are its only writer
+    void note_mapping(uint64_t pos, const perf_event_header& hdr);
+
     const IdMap* ids_ = nullptr;
     std::span<EventCounters> events_;
+    MmapObserver* mmaps_ = nullptr;
     RingCounters counters_;
 };
 

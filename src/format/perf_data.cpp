@@ -96,7 +96,7 @@ std::vector<std::byte> build_file_head(const std::vector<AttrEntry>& attrs, uint
 }
 
 FeatureBlock build_features(const std::vector<AttrEntry>& attrs, const HostInfo& host, uint64_t start,
-                            const std::vector<std::byte>& tracing_data) {
+                            const std::vector<std::byte>& tracing_data, const std::vector<std::byte>& build_ids) {
     FeatureBlock fb;
     // Payloads first, in bit order; the index of {offset,size} precedes them in the file.
     std::vector<std::pair<unsigned, Out>> feats;
@@ -106,6 +106,7 @@ FeatureBlock build_features(const std::vector<AttrEntry>& attrs, const HostInfo&
         return feats.back().second;
     };
     if (!tracing_data.empty()) add(kFeatTracingData).raw(tracing_data.data(), tracing_data.size());
+    if (!build_ids.empty()) add(kFeatBuildId).raw(build_ids.data(), build_ids.size());
     add(kFeatHostname).str(host.hostname);
     add(kFeatOsRelease).str(host.os_release);
     add(kFeatVersion).str(host.version);

@@ -10,6 +10,7 @@
 #include <memory>
 #include <ostream>
 #include <poll.h>
+#include <set>
 #include <sstream>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
@@ -189,7 +190,7 @@ std::string human_bytes(uint64_t b) {
     return s.str();
 }
 
-class Session final : public LoopHandler {
+class Session final : public LoopHandler, public MmapObserver {
 public:
     Session(const RecordOptions& o, std::ostream& log) : opts_(o), log_(log) {}
     int run(RecordSummary& sum);
@@ -198,6 +199,10 @@ public:
     void on_ring(uint32_t ring, uint32_t which, int revents) override;
     void on_write(uint32_t slot, int res) override { writer_->on_completion(slot, res); }
     void on_source(Source s) override;
+    // MmapObserver: remember the DSOs mapped executable, for the BUILD_ID feature.
+    void on_exec_mapping(const char* filename, bool kernel) override {
+        if (!kernel && filename[0] == '/') dsos_.insert(filename);
+    }
 
 private:
     void validate_output() const;
@@ -220,6 +225,7 @@ private:
     std::vector<uint64_t> event_lost_samples_;
     std::vector<AttrEntry> attrs_;
     std::vector<EventSpec> specs_;  // opts_.events + the tracking event
+    std::set<std::string> dsos_;    // executable file mappings seen (synthesized or recorded)
     SynthesisStats synth_;
     std::unique_ptr<SignalBlock> signals_;
     std::unique_ptr<Child> child_;
@@ -443,7 +449,8 @@ int Session::run(RecordSummary& sum) {
             rings_[i].ids.add(ev.id, ev.event_index);
             attrs_[ev.event_index].ids.push_back(ev.id);
         }
-        rings_[i].reader = RingReader(cpus_[i].ring.view(), &rings_[i].ids, event_counters_);
+        rings_[i].reader = RingReader(cpus_[i].ring.view(), &rings_[i].ids, event_counters_,
+                                      opts_.build_ids ? this : nullptr);
     }
     live_rings_ = rings_.size();
 
@@ -498,7 +505,13 @@ int Session::run(RecordSummary& sum) {
     if (!(per_task_ && child_)) enable_tracking();
     {
         const size_t id_size = sample_id_size(attrs_.front().attr.sample_type);
-        RecordSink sink = [this](const void* rec, size_t n) { append_blocking(rec, n); };
+        RecordSink sink = [this](const void* rec, size_t n) {
+            perf_event_header h;
+            std::memcpy(&h, rec, sizeof h);
+            if (opts_.build_ids && h.type == PERF_RECORD_MMAP2 && !(h.misc & PERF_RECORD_MISC_MMAP_DATA))
+                on_exec_mapping(static_cast<const char*>(rec) + 72, false);
+            append_blocking(rec, n);
+        };
         synthesize_kernel(sink, id_size, synth_);
         if (!(per_task_ && child_)) {
             std::optional<std::vector<int>> pids;
@@ -621,7 +634,17 @@ void Session::finish_file(RecordSummary& sum) {
         if (sp.type == PERF_TYPE_TRACEPOINT) tracepoints.emplace_back(sp.tp_system, sp.tp_event);
     std::vector<std::byte> tracing;
     if (!tracepoints.empty()) tracing = build_tracing_data(tracefs_root(), tracepoints);
-    FeatureBlock feats = build_features(attrs_, HostInfo::current(opts_.argv), feat_start, tracing);
+    std::vector<std::byte> build_ids;
+    if (opts_.build_ids) {
+        // perf writes the build-ids of the DSOs that got samples; we write those of every DSO that
+        // was mapped executable, which is a superset and needs no second pass over the data.
+        std::vector<BuildIdEntry> entries;
+        if (auto k = kernel_build_id()) entries.push_back({"[kernel.kallsyms]", *k, true});
+        for (const auto& dso : dsos_)
+            if (auto id = read_build_id(dso)) entries.push_back({dso, *id, false});
+        build_ids = build_build_id_feature(entries);
+    }
+    FeatureBlock feats = build_features(attrs_, HostInfo::current(opts_.argv), feat_start, tracing, build_ids);
     const uint64_t none[4] = {0, 0, 0, 0};
     std::string feature_error;
     // Cut what a failed write may have left beyond the kept data first: on a full disk that frees

@@ -9,8 +9,8 @@ namespace ringcap {
 
 void IdMap::add(uint64_t id, size_t index) { entries_.push_back({id, index}); }
 
-RingReader::RingReader(RingView view, const IdMap* ids, std::span<EventCounters> events)
-    : view_(view), mask_(view.size - 1), ids_(ids), events_(events) {
+RingReader::RingReader(RingView view, const IdMap* ids, std::span<EventCounters> events, MmapObserver* mmaps)
+    : view_(view), mask_(view.size - 1), ids_(ids), events_(events), mmaps_(mmaps) {
     assert(view.size != 0 && (view.size & (view.size - 1)) == 0);
     // We are the only writer of data_tail; start where a previous reader (if any) left off.
     tail_ = __atomic_load_n(&view_.page->data_tail, __ATOMIC_RELAXED);
@@ -75,12 +75,32 @@ uint64_t RingReader::account(uint64_t limit, uint64_t head) {
             case PERF_RECORD_THROTTLE:
                 ++counters_.throttles;
                 break;
+            case PERF_RECORD_MMAP:
+            case PERF_RECORD_MMAP2:
+                if (mmaps_) note_mapping(pos, hdr);
+                break;
             default:
                 break;
         }
         rel += hdr.size;
     }
     return tail_ + rel;
+}
+
+void RingReader::note_mapping(uint64_t pos, const perf_event_header& hdr) {
+    // MMAP:  {u32 pid, tid; u64 addr, len, pgoff; char filename[]}
+    // MMAP2: {u32 pid, tid; u64 addr, len, pgoff; u32 maj, min; u64 ino, gen; u32 prot, flags; char filename[]}
+    const bool v2 = hdr.type == PERF_RECORD_MMAP2;
+    const uint64_t name_at = v2 ? 72 : 40;
+    if (hdr.misc & PERF_RECORD_MISC_MMAP_DATA) return;
+    if (v2 && !(load_at<uint32_t>(view_.data, mask_, pos + 64) & 4 /* PROT_EXEC */)) return;
+    if (hdr.size <= name_at) return;
+    char name[4096];
+    const uint64_t n = std::min<uint64_t>(hdr.size - name_at, sizeof name - 1);
+    copy_out(pos + name_at, reinterpret_cast<std::byte*>(name), n);
+    name[n] = 0;
+    const uint16_t cpumode = hdr.misc & PERF_RECORD_MISC_CPUMODE_MASK;
+    mmaps_->on_exec_mapping(name, cpumode == PERF_RECORD_MISC_KERNEL);
 }
 
 DrainResult RingReader::drain(StagingPool& staging) {

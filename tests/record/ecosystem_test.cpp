@@ -134,3 +134,25 @@ TEST_CASE("sched:sched_switch: perf script prints the fields; counts comparable 
     CHECK(a * 10 > b);
     CHECK(b * 10 > a);
 }
+
+TEST_CASE("BUILD_ID lists the kernel and the binaries that ran; --no-buildid leaves it out", "[ecosystem]") {
+    const std::string perf = require_all();
+    TempFile f("eco-buildid");
+    auto r = run_command(kRingcap + " record -F 1000 -o " + f.path + " -- " + kWorkload + " 200 2>&1");
+    REQUIRE(r.status == 0);
+    auto hdr = run_command(perf + " report -i " + f.path + " --header-only 2>/dev/null");
+    CHECK(hdr.output.find("missing features:") != std::string::npos);
+    CHECK(std::regex_search(hdr.output, std::regex("missing features:[^\\n]*BUILD_ID")) == false);
+    // The workload's id, read independently from its ELF notes with readelf.
+    auto id = run_command("readelf -n " + kWorkload + " 2>/dev/null | sed -n 's/.*Build ID: *//p'");
+    std::string want = id.output.substr(0, id.output.find('\n'));
+    if (want.empty()) skip_test("readelf (binutils) is not installed or the workload has no build-id");
+    auto list = run_command(perf + " buildid-list -i " + f.path + " 2>/dev/null");
+    INFO(list.output);
+    CHECK(list.output.find(want + " " + kWorkload) != std::string::npos);
+
+    auto nb = run_command(kRingcap + " record -F 1000 --no-buildid -o " + f.path + " -- " + kWorkload + " 50 2>&1");
+    REQUIRE(nb.status == 0);
+    hdr = run_command(perf + " report -i " + f.path + " --header-only 2>/dev/null");
+    CHECK(std::regex_search(hdr.output, std::regex("missing features:[^\\n]*BUILD_ID")));
+}

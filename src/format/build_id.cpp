@@ -1,0 +1,82 @@
+// HEADER_BUILD_ID: the GNU build-id of each DSO that was mapped executable during the record, so
+// perf report finds the right binaries (and debuginfo) even after they changed on disk.
+#include <cstring>
+#include <elf.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "ringcap/perf_data.hpp"
+#include "ringcap/sys.hpp"
+
+namespace ringcap {
+
+namespace {
+
+// Finds NT_GNU_BUILD_ID in a buffer of ELF notes.
+std::optional<std::vector<uint8_t>> find_note(const unsigned char* p, size_t len) {
+    size_t off = 0;
+    while (off + sizeof(Elf64_Nhdr) <= len) {
+        Elf64_Nhdr nh;
+        std::memcpy(&nh, p + off, sizeof nh);
+        off += sizeof nh;
+        const size_t name_len = (nh.n_namesz + 3) & ~3u, desc_len = (nh.n_descsz + 3) & ~3u;
+        if (off + name_len + desc_len > len) break;
+        if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && std::memcmp(p + off, "GNU", 4) == 0 &&
+            nh.n_descsz > 0 && nh.n_descsz <= 20)
+            return std::vector<uint8_t>(p + off + name_len, p + off + name_len + nh.n_descsz);
+        off += name_len + desc_len;
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::vector<uint8_t>> read_build_id(const std::string& path) {
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return std::nullopt;
+    Elf64_Ehdr eh;
+    if (::pread(fd.get(), &eh, sizeof eh, 0) != ssize_t(sizeof eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum > 256)
+        return std::nullopt;
+    for (unsigned i = 0; i < eh.e_phnum; ++i) {
+        Elf64_Phdr ph;
+        if (::pread(fd.get(), &ph, sizeof ph, off_t(eh.e_phoff + i * sizeof ph)) != ssize_t(sizeof ph)) break;
+        if (ph.p_type != PT_NOTE || ph.p_filesz == 0 || ph.p_filesz > 65536) continue;
+        std::vector<unsigned char> buf(ph.p_filesz);
+        if (::pread(fd.get(), buf.data(), buf.size(), off_t(ph.p_offset)) != ssize_t(buf.size())) continue;
+        if (auto id = find_note(buf.data(), buf.size())) return id;
+    }
+    return std::nullopt;
+}
+
+std::optional<std::vector<uint8_t>> kernel_build_id() {
+    auto notes = read_text_file("/sys/kernel/notes");
+    if (!notes) return std::nullopt;
+    return find_note(reinterpret_cast<const unsigned char*>(notes->data()), notes->size());
+}
+
+std::vector<std::byte> build_build_id_feature(const std::vector<BuildIdEntry>& entries) {
+    // perf's write_buildid(): {header; s32 pid; u8 build_id[20]; u8 size; u8 pad[3]; name padded to 64}
+    std::vector<std::byte> out;
+    for (const auto& e : entries) {
+        const size_t len = (e.filename.size() + 1 + 63) / 64 * 64;
+        unsigned char rec[36] = {};
+        perf_event_header h{PERF_RECORD_HEADER_BUILD_ID,
+                            uint16_t((e.kernel ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER) |
+                                     PERF_RECORD_MISC_BUILD_ID_SIZE),
+                            uint16_t(sizeof rec + len)};
+        const int32_t pid = -1;  // host-wide DSO
+        std::memcpy(rec, &h, sizeof h);
+        std::memcpy(rec + 8, &pid, 4);
+        std::memcpy(rec + 12, e.id.data(), std::min<size_t>(e.id.size(), 20));
+        rec[32] = uint8_t(std::min<size_t>(e.id.size(), 20));
+        auto* r = reinterpret_cast<const std::byte*>(rec);
+        out.insert(out.end(), r, r + sizeof rec);
+        auto* n = reinterpret_cast<const std::byte*>(e.filename.data());
+        out.insert(out.end(), n, n + e.filename.size());
+        out.resize(out.size() + (len - e.filename.size()), std::byte{0});
+    }
+    return out;
+}
+
+}  // namespace ringcap
