@@ -50,29 +50,8 @@ public:
 
     void watch_source(Source s, int fd) override { add(fd, encode(Kind::Source, 0, uint32_t(s))); }
 
-    void set_timer(double seconds) override {
-        int fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        if (fd < 0) throw Error("timerfd_create: " + errno_text(errno));
-        timer_.reset(fd);
-        itimerspec its{};
-        its.it_value.tv_sec = time_t(seconds);
-        its.it_value.tv_nsec = long((seconds - double(its.it_value.tv_sec)) * 1e9);
-        if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0) its.it_value.tv_nsec = 1;
-        timerfd_settime(fd, 0, &its, nullptr);
-        watch_source(Source::Timer, fd);
-    }
-
-    void set_tick(double seconds) override {
-        int fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        if (fd < 0) throw Error("timerfd_create: " + errno_text(errno));
-        tick_.reset(fd);
-        itimerspec its{};
-        its.it_value.tv_sec = time_t(seconds);
-        its.it_value.tv_nsec = long((seconds - double(its.it_value.tv_sec)) * 1e9);
-        its.it_interval = its.it_value;
-        timerfd_settime(fd, 0, &its, nullptr);
-        watch_source(Source::Tick, fd);
-    }
+    void set_timer(double seconds) override { timer_ = watch_timerfd(Source::Timer, seconds, false); }
+    void set_tick(double seconds) override { tick_ = watch_timerfd(Source::Tick, seconds, true); }
 
     void attach_output(const OutputFile& file, const StagingPool&) override {
         fds_[0] = file.direct_fd();
@@ -112,6 +91,19 @@ public:
     }
 
 private:
+    UniqueFd watch_timerfd(Source s, double seconds, bool periodic) {
+        UniqueFd fd(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+        if (!fd) throw Error("timerfd_create: " + errno_text(errno));
+        itimerspec its{};
+        its.it_value.tv_sec = time_t(seconds);
+        its.it_value.tv_nsec = long((seconds - double(its.it_value.tv_sec)) * 1e9);
+        if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0) its.it_value.tv_nsec = 1;  // 0 disarms
+        if (periodic) its.it_interval = its.it_value;
+        timerfd_settime(fd.get(), 0, &its, nullptr);
+        watch_source(s, fd.get());
+        return fd;
+    }
+
     void add(int fd, uint64_t data) {
         epoll_event ev{};
         ev.events = EPOLLIN;
