@@ -30,6 +30,7 @@ struct RecordOptions {
     std::string output = "perf.data";       // -o
     int verbose = 0;                        // -v
     bool build_ids = true;                  // --no-buildid: skip the BUILD_ID feature
+    int realtime_priority = 0;              // -r: SCHED_FIFO priority for the collector (0 = normal)
     Backend backend = Backend::Auto;        // --backend uring|epoll (auto: io_uring, else epoll)
 
     // Internal knobs (tests and bench): staging geometry, CQ size, O_DIRECT.

@@ -24,6 +24,7 @@ const char* const kRecordUsage =
     "      --duration SECONDS   stop after SECONDS\n"
     "      --wakeup-events N    wake the collector every N samples\n"
     "      --wakeup-watermark B wake the collector every B bytes\n"
+    "  -r, --realtime PRIO      run the collector with SCHED_FIFO priority PRIO (as perf record -r)\n"
     "      --backend uring|epoll  event loop (default: io_uring, epoll if io_uring is unavailable)\n"
     "  -v, --verbose            print the setup (backend, O_DIRECT, sizes)\n"
     "Without -a/-C, -- COMMAND records the command and its children (per task); with -a it records\n"
@@ -116,6 +117,10 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
                 if (comma == std::string::npos) break;
                 pos = comma + 1;
             }
+        } else if (a == "-r" || a == "--realtime") {
+            uint64_t n = parse_u64(a, value());
+            if (n < 1 || n > 99) bad("-r needs a SCHED_FIFO priority between 1 and 99");
+            o.realtime_priority = int(n);
         } else if (a == "--backend") {
             std::string v = value();
             if (v == "uring" || v == "io_uring") o.backend = Backend::Uring;

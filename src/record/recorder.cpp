@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <set>
 #include <sstream>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -531,6 +532,16 @@ int Session::run(RecordSummary& sum) {
         if (!synth_.kernel_map)
             log_ << "ringcap: /proc/kallsyms hides kernel addresses (kernel.kptr_restrict): kernel samples will not "
                     "resolve to symbols\n";
+    }
+
+    if (opts_.realtime_priority) {
+        // As perf record -r: a collector that is woken first drains before the rings fill. It
+        // sleeps most of the time, and RT throttling (kernel.sched_rt_runtime_us) bounds it anyway.
+        sched_param sp{};
+        sp.sched_priority = opts_.realtime_priority;
+        if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0)
+            throw Error("-r " + std::to_string(opts_.realtime_priority) + ": sched_setscheduler(SCHED_FIFO): " +
+                        errno_text(errno) + " (needs root or CAP_SYS_NICE)");
     }
 
     const auto t0 = Clock::now();
