@@ -37,6 +37,8 @@ using Clock = std::chrono::steady_clock;
 // Period of the housekeeping tick: idle staging goes to disk and the header is refreshed at least
 // this often, which bounds what a crash can lose to about this much of data.
 constexpr double kTickSeconds = 0.5;
+// Minimum spacing of FINISHED_ROUND markers (see Session::round_due).
+constexpr std::chrono::milliseconds kMinRound{100};
 // Smallest ring the recorder falls back to when locked memory is short (16 KiB).
 constexpr size_t kMinRingPages = 4;
 
@@ -215,6 +217,8 @@ private:
     void refresh_header();
     void enable_tracking();
     void flush_idle_staging();
+    bool round_due() const;
+    void mark_round();
     void fill_summary(RecordSummary& sum) const;
     void print_summary(const RecordSummary& sum) const;
 
@@ -245,6 +249,8 @@ private:
     bool stopping_ = false;
     std::string stop_reason_;
     uint64_t rounds_ = 0, hangups_ = 0, synth_records_ = 0;
+    uint64_t unrounded_bytes_ = 0;  // drained since the last FINISHED_ROUND
+    Clock::time_point last_round_{};
     uint64_t iterations_at_all_hung_up_ = 0;  // loop iterations when the last ring retired
     size_t live_rings_ = 0;
 };
@@ -355,12 +361,27 @@ bool Session::sweep() {
         complete &= d.complete;
         if (r.retired && d.complete) r.final_drained = true;
     }
-    if (bytes > 0 && complete) {
+    unrounded_bytes_ += bytes;
+    if (complete && unrounded_bytes_ > 0 && round_due()) {
         const perf_event_header fr = finished_round_record();
-        if (staging_->append(&fr, sizeof fr)) ++rounds_;
+        if (staging_->append(&fr, sizeof fr)) mark_round();
         else complete = false;
     }
     return complete;
+}
+
+bool Session::round_due() const {
+    // perf report flushes, at each FINISHED_ROUND, everything older than the newest event of the
+    // previous round. Passes that follow each other within microseconds would make that boundary
+    // finer than cross-CPU clock skew and record commit delays, and a late record would then be
+    // "out of order". Rounds at least kMinRound apart keep a wide margin and bound perf's memory.
+    return Clock::now() - last_round_ >= kMinRound;
+}
+
+void Session::mark_round() {
+    ++rounds_;
+    unrounded_bytes_ = 0;
+    last_round_ = Clock::now();
 }
 
 void Session::append_blocking(const void* p, size_t n) {
@@ -599,12 +620,13 @@ void Session::flush_idle_staging() {
     if (fill == 0 || writer_->in_flight() > 0) return;
     size_t pad = (kStagingAlign - fill % kStagingAlign) % kStagingAlign;
     if (pad > 0) {
+        if (!round_due()) return;  // the padding is a round marker: try again next tick
         alignas(8) std::byte rec[kStagingAlign] = {};
         perf_event_header h = finished_round_record();
         h.size = uint16_t(pad);
         std::memcpy(rec, &h, sizeof h);
         if (!staging_->append(rec, pad)) return;
-        ++rounds_;
+        mark_round();
     }
     writer_->queue_partial();
 }
