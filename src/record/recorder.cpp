@@ -211,7 +211,7 @@ private:
     void validate_output() const;
     std::vector<int> resolve_cpus() const;
     std::vector<int> resolve_tasks() const;
-    bool sweep();
+    bool sweep(bool allow_round = true);
     void append_blocking(const void* p, size_t n);
     void finish_file(RecordSummary& sum);
     void refresh_header();
@@ -349,7 +349,7 @@ void Session::on_source(Source s) {
     }
 }
 
-bool Session::sweep() {
+bool Session::sweep(bool allow_round) {
     // A pass over every ring. Only a pass that emptied every ring may end with FINISHED_ROUND: perf
     // report sorts by time up to the previous round, which is only safe if no ring held older data.
     bool complete = true;
@@ -362,7 +362,7 @@ bool Session::sweep() {
         if (r.retired && d.complete) r.final_drained = true;
     }
     unrounded_bytes_ += bytes;
-    if (complete && unrounded_bytes_ > 0 && round_due()) {
+    if (allow_round && complete && unrounded_bytes_ > 0 && round_due()) {
         const perf_event_header fr = finished_round_record();
         if (staging_->append(&fr, sizeof fr)) mark_round();
         else complete = false;
@@ -574,7 +574,8 @@ int Session::run(RecordSummary& sum) {
     while (!stop_) {
         writer_->queue_ready();
         loop_->run_once(*this, true);
-        const bool complete = sweep();
+        // On a tick the round marker, if due, is the padding of the idle flush instead.
+        const bool complete = sweep(/*allow_round=*/!tick_);
         if (tick_ && complete) flush_idle_staging();
         tick_ = false;
         writer_->mark_boundary(staging_->bytes_committed());

@@ -133,7 +133,9 @@ TEST_CASE("after SIGKILL perf still reads the file up to the last refreshed head
     const std::string perf = find_perf();
     if (perf.empty()) skip_test("perf (linux-perf) is not installed");
     TempFile f("kill9"), log("kill9-log");
-    Running r = spawn({"record", "-a", "-F", "4000", "--duration", "5", "-o", f.path}, log.path);
+    // A low rate: a 1 MiB staging buffer would take minutes to fill, so data reaches the disk (and
+    // the header) only through the 0.5 s idle flush.
+    Running r = spawn({"record", "-a", "-F", "200", "--duration", "60", "-o", f.path}, log.path);
     // Wait for the condition the guarantee is about: some data is durable and published.
     REQUIRE(eventually([&] { return header_data_size(f.path) > 0; }));
     kill(r.pid, SIGKILL);
