@@ -103,25 +103,18 @@ private:
         uint32_t len = 0;     // bytes in this buffer
         uint32_t eagain = 0;
         bool busy = false;
-        uint64_t seq = 0;     // queue order
-    };
-    struct Pending {
-        uint64_t end;  // file offset just past this write
-        bool done;
     };
     static constexpr size_t kBoundaries = 64;
     void queue(const StagingBuffer& b);
+    uint64_t on_disk_end() const;  // file offset below which every byte is on disk
     void issue(uint32_t index);
 
     Loop& loop_;
     OutputFile& file_;
     StagingPool& pool_;
     std::vector<Slot> slots_;
-    std::vector<Pending> order_;  // by queue sequence, modulo count()
-    uint64_t queued_ = 0, retired_ = 0;
     uint64_t data_offset_;
     uint64_t next_offset_;
-    uint64_t contiguous_;         // file offset: everything before it is on disk
     std::vector<uint64_t> boundaries_;
     size_t first_boundary_ = 0, nboundaries_ = 0;
     uint64_t durable_ = 0;

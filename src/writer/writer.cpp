@@ -11,8 +11,8 @@ constexpr uint32_t kMaxEagain = 1000;  // consecutive EAGAINs on one write befor
 }  // namespace
 
 Writer::Writer(Loop& loop, OutputFile& file, StagingPool& pool, uint64_t data_offset)
-    : loop_(loop), file_(file), pool_(pool), slots_(pool.count()), order_(pool.count()), data_offset_(data_offset),
-      next_offset_(data_offset), contiguous_(data_offset), boundaries_(kBoundaries, 0) {
+    : loop_(loop), file_(file), pool_(pool), slots_(pool.count()), data_offset_(data_offset),
+      next_offset_(data_offset), boundaries_(kBoundaries, 0) {
     assert(data_offset % kStagingAlign == 0);
     loop_.attach_output(file, pool);
 }
@@ -31,11 +31,7 @@ void Writer::queue_partial() {
 void Writer::queue(const StagingBuffer& b) {
     Slot& s = slots_[b.index];
     assert(!s.busy);
-    s = Slot{next_offset_, 0, uint32_t(b.len), 0, true, queued_};
-    // Writes complete in any order; order_ remembers where each one ends so that the contiguous
-    // prefix on disk can advance. At most count() writes are in flight, so count() entries suffice.
-    order_[queued_ % order_.size()] = {next_offset_ + b.len, false};
-    ++queued_;
+    s = Slot{next_offset_, 0, uint32_t(b.len), 0, true};
     next_offset_ += b.len;
     ++in_flight_;
     if (error_) {
@@ -88,21 +84,24 @@ void Writer::on_completion(uint32_t index, int res) {
         // 0 bytes written for a non-empty write means no progress is possible (treat as ENOSPC).
         int err = res == 0 ? ENOSPC : -res;
         if (err != ECANCELED && !error_) error_ = err;
+        // s.offset has moved past what a short write got through: that part is on disk.
         if (s.offset < first_failed_offset_) first_failed_offset_ = s.offset;
-        // If every earlier write is on disk, so is the part of this one a short write got through.
-        if (s.seq == retired_ && s.offset > contiguous_) contiguous_ = s.offset;
     } else {
         stats_.bytes += uint32_t(res);
-        order_[s.seq % order_.size()].done = true;
     }
     s.busy = false;
     --in_flight_;
     pool_.release(index);
-    // Advance the prefix of the file that is wholly on disk. It stops for good at a failed write.
-    while (!error_ && retired_ < queued_ && order_[retired_ % order_.size()].done) {
-        contiguous_ = order_[retired_ % order_.size()].end;
-        ++retired_;
-    }
+}
+
+uint64_t Writer::on_disk_end() const {
+    // The queued writes tile the data range without gaps and complete in any order: everything
+    // below the first byte some write still owes (or the first failure) is on disk. At most
+    // count() writes are in flight, so this scan is short.
+    uint64_t end = std::min(next_offset_, first_failed_offset_);
+    for (const Slot& s : slots_)
+        if (s.busy && s.offset < end) end = s.offset;
+    return end;
 }
 
 uint64_t Writer::bytes_kept() const {
@@ -124,7 +123,7 @@ void Writer::mark_boundary(uint64_t stream_bytes) {
 
 uint64_t Writer::durable_size() {
     // The largest record boundary that lies within the contiguous prefix on disk.
-    const uint64_t on_disk = contiguous_ - data_offset_;
+    const uint64_t on_disk = on_disk_end() - data_offset_;
     while (nboundaries_ > 0 && boundaries_[first_boundary_] <= on_disk) {
         durable_ = boundaries_[first_boundary_];
         first_boundary_ = (first_boundary_ + 1) % kBoundaries;
