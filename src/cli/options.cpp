@@ -23,7 +23,7 @@ const char* const kRecordUsage =
     "  -o, --output FILE        output file (default perf.data; an existing one becomes FILE.old)\n"
     "      --duration SECONDS   stop after SECONDS\n"
     "      --wakeup-events N    wake the collector every N samples\n"
-    "      --wakeup-watermark B wake the collector every B bytes\n"
+    "      --wakeup-watermark B wake the collector every B bytes (default: a quarter of the ring)\n"
     "  -r, --realtime PRIO      run the collector with SCHED_FIFO priority PRIO (as perf record -r)\n"
     "      --backend uring|epoll  event loop (default: io_uring, epoll if io_uring is unavailable)\n"
     "  -v, --verbose            print the setup (backend, O_DIRECT, sizes)\n"

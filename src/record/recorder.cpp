@@ -419,6 +419,12 @@ int Session::run(RecordSummary& sum) {
     auto make_attrs = [&](size_t pages, bool quiet) {
         SamplingConfig sampling = opts_.sampling;
         const uint64_t ring_bytes = uint64_t(pages) * page_size();
+        if (!sampling.wakeup_events && !sampling.wakeup_watermark) {
+            // Default: wake at a quarter of the ring, not the kernel's half. Measured at 10 kHz with
+            // dwarf stacks on busy CPUs (README, "Wake-up policy"): loss fell from 7-79 to 0-11
+            // samples per 3 s for twice the wake-ups (7.4 per MB instead of 3.8).
+            sampling.wakeup_watermark = uint32_t(ring_bytes / 4);
+        }
         if (sampling.wakeup_watermark && sampling.wakeup_watermark > ring_bytes / 2) {
             // A watermark at or above the ring size never fires: the ring fills, the kernel drops,
             // and nothing wakes us until the end. Half the ring is the largest useful value.
