@@ -3,6 +3,7 @@
 // ordinary memory.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <linux/perf_event.h>
@@ -41,14 +42,21 @@ private:
 };
 
 // Maps a perf event id to the index of its event in the record; unknown ids map to npos.
+// Looked up once per sample: entries stay sorted by id, so per-task rings with many threads (one
+// id per thread and event) cost a binary search, and the usual handful a short scan.
 class IdMap {
 public:
     static constexpr size_t npos = static_cast<size_t>(-1);
     void add(uint64_t id, size_t index);
     size_t find(uint64_t id) const {
-        for (const auto& e : entries_)  // a handful of events per ring: a linear scan beats hashing
-            if (e.id == id) return e.index;
-        return npos;
+        if (entries_.size() <= 8) {
+            for (const auto& e : entries_)
+                if (e.id == id) return e.index;
+            return npos;
+        }
+        auto it = std::lower_bound(entries_.begin(), entries_.end(), id,
+                                   [](const Entry& e, uint64_t v) { return e.id < v; });
+        return it != entries_.end() && it->id == id ? it->index : npos;
     }
 
 private:
@@ -56,7 +64,7 @@ private:
         uint64_t id;
         size_t index;
     };
-    std::vector<Entry> entries_;
+    std::vector<Entry> entries_;  // sorted by id
 };
 
 struct EventCounters {

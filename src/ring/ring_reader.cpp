@@ -7,7 +7,11 @@
 
 namespace ringcap {
 
-void IdMap::add(uint64_t id, size_t index) { entries_.push_back({id, index}); }
+void IdMap::add(uint64_t id, size_t index) {
+    auto it = std::lower_bound(entries_.begin(), entries_.end(), id,
+                               [](const Entry& e, uint64_t v) { return e.id < v; });
+    entries_.insert(it, {id, index});
+}
 
 RingReader::RingReader(RingView view, const IdMap* ids, std::span<EventCounters> events, MmapObserver* mmaps)
     : view_(view), mask_(view.size - 1), ids_(ids), events_(events), mmaps_(mmaps) {

@@ -567,3 +567,13 @@ TEST_CASE("RingReader: an impossible header size is counted and the drain termin
     CHECK(reader.counters().records == 2);
     CHECK(reader.counters().bad_headers == 1);
 }
+
+TEST_CASE("IdMap finds ids among many (per-task rings: one id per thread and event)", "[ring]") {
+    ringcap::IdMap m;
+    // Added out of order, as threads and events are opened; more than the linear-scan threshold.
+    for (uint64_t i = 0; i < 200; ++i) m.add(1000 + (i * 37) % 200 * 3, size_t(i % 5));
+    for (uint64_t i = 0; i < 200; ++i) CHECK(m.find(1000 + (i * 37) % 200 * 3) == size_t(i % 5));
+    CHECK(m.find(999) == ringcap::IdMap::npos);
+    CHECK(m.find(1001) == ringcap::IdMap::npos);
+    CHECK(m.find(1000 + 200 * 3) == ringcap::IdMap::npos);
+}
