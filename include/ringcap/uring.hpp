@@ -30,14 +30,9 @@ public:
     unsigned sq_entries() const { return ring_.sq.ring_entries; }
     const std::string& setup_flags() const { return flags_text_; }
 
-    uint64_t enters() const { return enters_; }
-    uint64_t sqes_submitted() const { return sqes_; }
-
 private:
     io_uring ring_{};
     std::string flags_text_;
-    uint64_t enters_ = 0;
-    uint64_t sqes_ = 0;
 };
 
 }  // namespace ringcap

@@ -45,7 +45,6 @@ public:
     void unwatch_ring(uint32_t, uint32_t, int fd) override {
         // A hung-up fd stays readable (POLLHUP) forever: it must leave the set.
         epoll_ctl(ep_.get(), EPOLL_CTL_DEL, fd, nullptr);
-        ++unwatched_;
     }
 
     void watch_source(Source s, int fd) override { add(fd, encode(Kind::Source, 0, uint32_t(s))); }
@@ -119,7 +118,6 @@ private:
     std::vector<epoll_event> events_;
     std::vector<Done> done_, delivering_;
     int fds_[2] = {-1, -1};
-    uint64_t unwatched_ = 0;
 };
 
 }  // namespace

@@ -55,9 +55,7 @@ Uring::~Uring() { io_uring_queue_exit(&ring_); }
 io_uring_sqe* Uring::sqe() {
     io_uring_sqe* s = io_uring_get_sqe(&ring_);
     if (!s) {
-        int n = io_uring_submit(&ring_);
-        ++enters_;
-        if (n > 0) sqes_ += unsigned(n);
+        io_uring_submit(&ring_);
         s = io_uring_get_sqe(&ring_);
     }
     if (!s) throw Error("io_uring: no free SQE after submit", 1);
@@ -65,10 +63,7 @@ io_uring_sqe* Uring::sqe() {
 }
 
 int Uring::submit_and_wait(unsigned wait) {
-    int n = io_uring_submit_and_wait(&ring_, wait);
-    ++enters_;
-    if (n > 0) sqes_ += unsigned(n);
-    return n;
+    return io_uring_submit_and_wait(&ring_, wait);
 }
 
 }  // namespace ringcap
