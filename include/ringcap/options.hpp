@@ -9,6 +9,7 @@
 
 #include "ringcap/events.hpp"
 #include "ringcap/loop.hpp"
+#include "ringcap/synthetic.hpp"
 
 namespace ringcap {
 
@@ -38,6 +39,7 @@ struct RecordOptions {
     size_t staging_buffers = 0;             // 0 = chosen from the number of rings
     unsigned cq_entries = 0;                // 0 = sized for all polls plus writes in flight
     bool allow_direct = true;
+    SyntheticConfig synthetic;              // rings > 0: drain synthetic rings instead of perf events (bench)
 
     std::vector<std::string> argv;          // the whole command line, for the CMDLINE feature
 };

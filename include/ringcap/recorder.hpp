@@ -44,6 +44,9 @@ struct RecordSummary {
     uint64_t rounds = 0;        // PERF_RECORD_FINISHED_ROUND written
     uint64_t synthesized_records = 0;  // COMM/MMAP2/MMAP written from /proc at start
     double synthesis_seconds = 0;
+    uint64_t synthetic_offered = 0;  // synthetic source: samples its producers wrote or dropped
+    uint64_t ring_bytes = 0;         // ring memory mapped (control pages + data)
+    uint64_t staging_bytes = 0;      // staging buffers
     uint64_t loop_iterations = 0;
     uint64_t iterations_after_hangup = 0;  // loop iterations once every ring had hung up (bounded: no spin)
     uint64_t io_uring_enters = 0;  // io_uring_enter (or epoll_wait) calls

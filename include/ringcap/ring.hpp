@@ -31,6 +31,9 @@ public:
     RingBuffer() = default;
     // mmap (1 + data_pages) pages of fd. Returns nullopt and sets errno on failure.
     static std::optional<RingBuffer> map(int fd, size_t data_pages);
+    // The same layout in ordinary memory, for the synthetic source: a zeroed control page (with
+    // data_offset and data_size set) and data_pages pages of data.
+    static std::optional<RingBuffer> anonymous(size_t data_pages);
 
     RingView view() const;
     bool valid() const { return mapping_.get() != nullptr; }

@@ -25,6 +25,7 @@
 #include "ringcap/perf_data.hpp"
 #include "ringcap/staging.hpp"
 #include "ringcap/synthesize.hpp"
+#include "ringcap/synthetic.hpp"
 #include "ringcap/loop.hpp"
 #include "ringcap/writer.hpp"
 
@@ -225,6 +226,8 @@ private:
     const RecordOptions& opts_;
     std::ostream& log_;
     std::vector<CpuEvents> cpus_;
+    // Declared after cpus_, so destroyed first: its producers write into the rings cpus_ holds.
+    std::unique_ptr<SyntheticSource> synthetic_;
     std::vector<RingState> rings_;
     std::vector<EventCounters> event_counters_;
     std::vector<uint64_t> event_lost_samples_;
@@ -393,20 +396,21 @@ void Session::append_blocking(const void* p, size_t n) {
 
 int Session::run(RecordSummary& sum) {
     validate_output();
-    if (opts_.sampling.use_freq) {
+    const bool synthetic = opts_.synthetic.rings > 0;
+    if (opts_.sampling.use_freq && !synthetic) {
         auto maxrate = read_sysctl("kernel/perf_event_max_sample_rate");
         if (maxrate && opts_.sampling.freq > uint64_t(*maxrate))
             throw Error("-F " + std::to_string(opts_.sampling.freq) + " is above kernel.perf_event_max_sample_rate=" +
                         std::to_string(*maxrate) + ": lower -F or raise the sysctl (sysctl -w " +
                         "kernel.perf_event_max_sample_rate=" + std::to_string(opts_.sampling.freq) + ")");
     }
-    per_task_ = per_task(opts_);
+    per_task_ = !synthetic && per_task(opts_);
     // The user's events, then the tracking event that carries COMM/MMAP/FORK/EXIT records so perf
     // report can name processes and resolve symbols of what starts during the record.
-    specs_ = opts_.events;
-    specs_.push_back(tracking_event());
-    const std::vector<int> cpu_list = resolve_cpus();
-    std::vector<int> tids = resolve_tasks();
+    specs_ = synthetic ? std::vector<EventSpec>{synthetic_event()} : opts_.events;
+    if (!synthetic) specs_.push_back(tracking_event());
+    const std::vector<int> cpu_list = synthetic ? std::vector<int>{} : resolve_cpus();
+    std::vector<int> tids = synthetic ? std::vector<int>{} : resolve_tasks();
 
     // Stop sources first: the command is forked now and held until the events are ready.
     signals_ = std::make_unique<SignalBlock>();
@@ -435,7 +439,7 @@ int Session::run(RecordSummary& sum) {
         }
         std::vector<perf_event_attr> out;
         for (const auto& e : specs_) {
-            perf_event_attr a = make_attr(e, sampling);
+            perf_event_attr a = synthetic ? synthetic_attr(opts_.synthetic, sampling) : make_attr(e, sampling);
             if (per_task_) a.inherit = 1;  // follow the tasks' children, as perf does
             // A command's events switch on at its exec, so its start is not missed and ringcap's
             // own fork/exec work is not recorded.
@@ -444,11 +448,20 @@ int Session::run(RecordSummary& sum) {
         }
         return out;
     };
-    ensure_fd_limit(cpu_list.size() * std::max<size_t>(1, tids.size()) * specs_.size());
-    size_t pages = opts_.mmap_pages;
+    const size_t requested = opts_.mmap_pages;
+    size_t pages = requested;
     std::vector<perf_event_attr> attrs;
-    for (;;) {
-        attrs = make_attrs(pages, pages != opts_.mmap_pages);
+    if (synthetic) {
+        // Rings in ordinary memory, each "owner fd" an eventfd its producer signals (synthetic.hpp).
+        ensure_fd_limit(opts_.synthetic.rings);
+        attrs = make_attrs(pages, false);
+        synthetic_ = std::make_unique<SyntheticSource>(opts_.synthetic, attrs.front(), pages, 1);
+        cpus_ = synthetic_->take_rings();
+    } else {
+        ensure_fd_limit(cpu_list.size() * std::max<size_t>(1, tids.size()) * specs_.size());
+    }
+    while (!synthetic) {
+        attrs = make_attrs(pages, pages != requested);
         try {
             cpus_ = open_cpu_events(specs_, attrs, cpu_list, tids, pages);
             break;
@@ -459,8 +472,8 @@ int Session::run(RecordSummary& sum) {
             pages /= 2;
         }
     }
-    if (pages != opts_.mmap_pages)
-        log_ << "ringcap: ring memory for -m " << opts_.mmap_pages << " is above the locked-memory limit "
+    if (pages != requested)
+        log_ << "ringcap: ring memory for -m " << requested << " is above the locked-memory limit "
              << "(kernel.perf_event_mlock_kb, RLIMIT_MEMLOCK); using -m " << pages
              << " instead. Raise the limits or run with CAP_IPC_LOCK for bigger rings.\n";
     ring_pages_ = pages;
@@ -487,7 +500,9 @@ int Session::run(RecordSummary& sum) {
     const size_t nbuf = opts_.staging_buffers ? opts_.staging_buffers : std::clamp<size_t>(nrings + 2, 4, 64);
     staging_ = std::make_unique<StagingPool>(opts_.staging_buffer_bytes, nbuf);
     LoopConfig lc;
-    lc.backend = opts_.backend;
+    // The synthetic rings' eventfds stay readable (level-triggered epoll would spin on them); they
+    // exist to measure the io_uring path anyway.
+    lc.backend = synthetic ? Backend::Uring : opts_.backend;
     lc.rings = unsigned(nrings);
     lc.writes_in_flight = unsigned(nbuf);
     lc.cq_entries = opts_.cq_entries;
@@ -531,7 +546,7 @@ int Session::run(RecordSummary& sum) {
     // that starts meanwhile is missed (a duplicate is harmless); a command is followed by its own
     // tracking events from exec on.
     if (!(per_task_ && child_)) enable_tracking();
-    {
+    if (!synthetic) {  // synthetic samples name no real process or mapping
         const size_t id_size = sample_id_size(attrs_.front().attr.sample_type);
         RecordSink sink = [this](const void* rec, size_t n) {
             perf_event_header h;
@@ -572,7 +587,8 @@ int Session::run(RecordSummary& sum) {
     }
 
     const auto t0 = Clock::now();
-    if (!(per_task_ && child_)) enable_all(cpus_);
+    if (synthetic_) synthetic_->start();
+    else if (!(per_task_ && child_)) enable_all(cpus_);
     if (child_) child_->start();
 
     // 4. Steady state: each iteration is one io_uring_enter that submits the queued writes and
@@ -598,12 +614,13 @@ int Session::run(RecordSummary& sum) {
     stopping_ = true;
 
     // 5. Stop: disable, sweep until every ring is empty, flush, then write features and header.
-    disable_all(cpus_);
+    if (synthetic_) synthetic_->stop();  // joins the producers: all they wrote is in the rings
+    else disable_all(cpus_);
     while (!sweep() && !writer_->failed()) {
         writer_->queue_ready();
         loop_->run_once(*this, true);
     }
-    for (const auto& l : read_lost_counts(cpus_)) {
+    for (const auto& l : synthetic_ ? synthetic_->lost_counts() : read_lost_counts(cpus_)) {
         // Samples the kernel dropped for this event; perf record writes them the same way.
         auto rec = make_lost_samples(l.id, l.cpu, l.lost);
         append_blocking(&rec, sizeof rec);
@@ -742,6 +759,9 @@ void Session::fill_summary(RecordSummary& sum) const {
     }
     sum.synthesized_records = synth_records_;
     sum.synthesis_seconds = synth_.seconds;
+    if (synthetic_) sum.synthetic_offered = synthetic_->offered();
+    for (const auto& c : cpus_) sum.ring_bytes += c.ring.mapped_bytes();
+    sum.staging_bytes = staging_->buffer_size() * staging_->count();
     for (size_t e = 0; e < specs_.size(); ++e) {
         if (specs_[e].tracking) continue;
         EventSummary es;
@@ -776,13 +796,19 @@ void Session::print_summary(const RecordSummary& s) const {
       << s.cqes << " ring wake-ups, " << s.rearms << " re-arms, " << s.io_uring_enters << " waits\n";
     o << "ringcap: samples=" << s.total.samples << " records=" << s.total.records << " lost=" << s.kernel_lost
       << " lost_records=" << s.total.lost_records << " cqes=" << s.cqes << " rearms=" << s.rearms << " hangups=" << s.hangups
-      << " bytes=" << s.file_bytes << "\n";
+      << " bytes=" << s.file_bytes << " staging_full=" << s.total.partial_drains << "\n";
+    if (s.synthetic_offered)
+        o << "ringcap: synthetic source offered " << s.synthetic_offered << " samples (" << s.kernel_lost
+          << " dropped at full rings)\n";
     const uint64_t lost = s.kernel_lost;
     if (lost > 0)
         o << "ringcap: WARNING: the kernel dropped " << lost << " sample(s) ("
           << std::setprecision(2) << 100.0 * double(lost) / double(lost + s.total.samples)
           << " %): the rings filled faster than they were drained. Use a bigger ring (-m), a lower rate (-F), "
              "or fewer events.\n";
+    if (lost > 0 && s.total.partial_drains > 0)
+        o << "ringcap: " << s.total.partial_drains << " ring drain(s) stopped early on full staging: the output "
+             "could not keep up; more staging (--staging-buffers) rides out slow writes.\n";
     if (s.total.bad_headers > 0)
         o << "ringcap: WARNING: " << s.total.bad_headers << " malformed record header(s) seen in the rings\n";
     log_ << o.str() << std::flush;

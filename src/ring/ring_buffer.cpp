@@ -13,6 +13,16 @@ std::optional<RingBuffer> RingBuffer::map(int fd, size_t data_pages) {
     return RingBuffer(Mapping(p, len));
 }
 
+std::optional<RingBuffer> RingBuffer::anonymous(size_t data_pages) {
+    const size_t len = (1 + data_pages) * page_size();
+    void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return std::nullopt;
+    auto* page = static_cast<perf_event_mmap_page*>(p);
+    page->data_offset = page_size();
+    page->data_size = data_pages * page_size();
+    return RingBuffer(Mapping(p, len));
+}
+
 RingView RingBuffer::view() const {
     auto* page = static_cast<perf_event_mmap_page*>(mapping_.get());
     // Kernels since 4.1 fill data_offset/data_size; older ones put the data right after page 0.

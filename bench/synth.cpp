@@ -1,0 +1,376 @@
+// Synthetic many-ring benchmark: how fast ringcap's one collector thread (io_uring multishot poll ->
+// ring reader -> staging -> batched O_DIRECT writes -> perf.data) drains N rings, against what this
+// machine can do. The rings are ringcap's SyntheticSource (include/ringcap/synthetic.hpp): ordinary
+// memory with a perf ring's layout, filled by one producer thread as the kernel fills perf rings.
+//
+//   ringcap_synthbench [--rings 1,16,64,256,512] [--total-mb 1024] [--duration 2] [--record-bytes 8192]
+//                      [--pages 128] [--dirs DIR,...] [--perf PERF|none] [--keep]
+//
+// For each output directory (default /tmp, the disk, and /dev/shm, tmpfs, which takes O_DIRECT since
+// Linux 6.6 and shows the collector without the device), in the same run:
+//   limits  memcpy GB/s copying 8 KiB records from a 256 MiB source into 1 MiB 4 KiB-aligned buffers;
+//           write GB/s of sequential 1 MiB writes to a new file there (O_DIRECT where the filesystem
+//           takes it, as the collector's output; registered buffers), the best of 1, 4, 16, 64 in
+//           flight, and again at that depth right before each ring count (cloud disks vary a lot)
+//   runs    for each ring count, each in a child process (clean RSS and rusage):
+//           fixed  --total-mb MB/s offered, split evenly over the rings (samples that find a ring full
+//                  are dropped and counted, as the kernel does)
+//           max    the producer fills the rings whenever there is room: the collector's drain rate is
+//                  the limit
+//           and checks each output with `perf report --stats` (SAMPLE and LOST_SAMPLES counts must
+//           equal the collector's).
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <iostream>
+#include <liburing.h>
+#include <sstream>
+#include <string>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+#include "ringcap/recorder.hpp"
+
+using namespace ringcap;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Args {
+    std::vector<unsigned> rings{1, 16, 64, 256, 512};
+    double total_mb = 1024;  // 256 rings x 4 MB/s
+    double duration = 2;
+    uint32_t record_bytes = 8192;
+    size_t pages = 128;
+    std::vector<std::string> dirs{"/tmp", "/dev/shm"};
+    std::string perf = "perf";
+    bool keep = false;
+};
+
+[[noreturn]] void usage(const char* why) {
+    std::fprintf(stderr,
+                 "ringcap_synthbench: %s\nusage: ringcap_synthbench [--rings 1,16,64,256,512] [--total-mb 1024] "
+                 "[--duration 2] [--record-bytes 8192] [--pages 128] [--dirs DIR,...] [--perf PERF|none] [--keep]\n",
+                 why);
+    std::exit(2);
+}
+
+Args parse(int argc, char** argv) {
+    Args a;
+    for (int i = 1; i < argc; ++i) {
+        std::string k = argv[i];
+        auto val = [&]() -> std::string {
+            if (i + 1 >= argc) usage(("missing value for " + k).c_str());
+            return argv[++i];
+        };
+        if (k == "--rings") {
+            a.rings.clear();
+            std::stringstream ss(val());
+            for (std::string t; std::getline(ss, t, ',');) a.rings.push_back(unsigned(std::stoul(t)));
+        } else if (k == "--total-mb") a.total_mb = std::stod(val());
+        else if (k == "--duration") a.duration = std::stod(val());
+        else if (k == "--record-bytes") a.record_bytes = uint32_t(std::stoul(val()));
+        else if (k == "--pages") a.pages = std::stoul(val());
+        else if (k == "--dirs") {
+            a.dirs.clear();
+            std::stringstream ss(val());
+            for (std::string t; std::getline(ss, t, ',');) a.dirs.push_back(t);
+        }
+        else if (k == "--perf") a.perf = val();
+        else if (k == "--keep") a.keep = true;
+        else usage(("unknown option " + k).c_str());
+    }
+    return a;
+}
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+void* map_anon(size_t n) {
+    void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        std::perror("mmap");
+        std::exit(1);
+    }
+    std::memset(p, 0x5a, n);  // fault every page in before timing
+    return p;
+}
+
+// The reader's copy: record-sized pieces of a large source into 1 MiB aligned buffers. Best of 3.
+double memcpy_gbps() {
+    constexpr size_t kSrc = 256u << 20, kDst = 64u << 20, kPiece = 8192;
+    auto* src = static_cast<std::byte*>(map_anon(kSrc));
+    auto* dst = static_cast<std::byte*>(map_anon(kDst));
+    double best = 0;
+    for (int rep = 0; rep < 3; ++rep) {
+        const auto t0 = Clock::now();
+        size_t d = 0;
+        for (size_t s = 0; s < kSrc; s += kPiece) {
+            std::memcpy(dst + d, src + s, kPiece);
+            d = (d + kPiece) % kDst;
+        }
+        best = std::max(best, double(kSrc) / seconds_since(t0) / 1e9);
+    }
+    munmap(src, kSrc);
+    munmap(dst, kDst);
+    return best;
+}
+
+// Sequential 1 MiB writes to a new file in dir for `seconds` with `depth` in flight (io_uring),
+// O_DIRECT if the filesystem takes it (as the collector's output), else buffered. GB/s, or <0.
+double write_gbps(const std::string& dir, unsigned depth, double seconds, bool* direct, std::string* why) {
+    constexpr size_t kBlock = 1u << 20;
+    const std::string path = dir + "/ringcap-synthbench-write.tmp";
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
+    *direct = fd >= 0;
+    if (fd < 0 && errno == EINVAL) fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        *why = "open " + path + ": " + std::strerror(errno);
+        return -1;
+    }
+    unlink(path.c_str());
+    auto* buf = static_cast<std::byte*>(map_anon(kBlock * depth));
+    io_uring ring;
+    if (int r = io_uring_queue_init(depth * 2, &ring, 0); r < 0) {
+        *why = std::string("io_uring_queue_init: ") + std::strerror(-r);
+        close(fd);
+        return -1;
+    }
+    // Registered buffers, as the collector's writer uses: no page pinning per write.
+    std::vector<iovec> iov(depth);
+    for (unsigned s = 0; s < depth; ++s) iov[s] = {buf + s * kBlock, kBlock};
+    const bool fixed = io_uring_register_buffers(&ring, iov.data(), depth) == 0;
+    uint64_t offset = 0, done = 0;
+    unsigned inflight = 0;
+    auto submit = [&](unsigned slot) {
+        io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+        if (fixed) io_uring_prep_write_fixed(sqe, fd, buf + slot * kBlock, kBlock, offset, int(slot));
+        else io_uring_prep_write(sqe, fd, buf + slot * kBlock, kBlock, offset);
+        io_uring_sqe_set_data64(sqe, slot);
+        offset += kBlock;
+        ++inflight;
+    };
+    const auto t0 = Clock::now();
+    for (unsigned s = 0; s < depth; ++s) submit(s);
+    io_uring_submit(&ring);
+    bool stopping = false;
+    while (inflight > 0) {
+        io_uring_cqe* cqe;
+        if (io_uring_wait_cqe(&ring, &cqe) < 0) break;
+        const int res = cqe->res;
+        const unsigned slot = unsigned(io_uring_cqe_get_data64(cqe));
+        io_uring_cqe_seen(&ring, cqe);
+        --inflight;
+        if (res != int(kBlock)) {
+            *why = std::string("write: ") + (res < 0 ? std::strerror(-res) : "short write");
+            stopping = true;
+            continue;
+        }
+        done += kBlock;
+        if (!stopping && seconds_since(t0) < seconds) {
+            submit(slot);
+            io_uring_submit(&ring);
+        }
+    }
+    const double secs = seconds_since(t0);
+    io_uring_queue_exit(&ring);
+    munmap(buf, kBlock * depth);
+    close(fd);
+    return why->empty() ? double(done) / secs / 1e9 : -1;
+}
+
+struct ChildResult {
+    int exit_code = -1;
+    double seconds = 0, reader_cpu = 0;
+    uint64_t offered = 0, samples = 0, dropped = 0, file_bytes = 0, ring_bytes = 0, staging_bytes = 0;
+    uint64_t cqes = 0, writes = 0, staging_full = 0;
+    bool o_direct = false;
+};
+
+struct Row {
+    unsigned rings;
+    double mb_per_ring;  // 0 = max
+    ChildResult r;
+    double maxrss_mb = 0, process_cpu = 0;
+    std::string perf_check;
+};
+
+ChildResult run_child(const Args& a, unsigned rings, double mb_per_ring, const std::string& out,
+                      const std::string& log_path, double* maxrss_mb, double* process_cpu) {
+    int pipefd[2];
+    if (pipe(pipefd) != 0) std::exit(1);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pipefd[0]);
+        RecordOptions o;
+        o.synthetic.rings = rings;
+        o.synthetic.mb_per_ring = mb_per_ring;
+        o.synthetic.record_bytes = a.record_bytes;
+        o.mmap_pages = a.pages;
+        o.duration_s = a.duration;
+        o.output = out;
+        o.build_ids = false;
+        o.argv = {"ringcap_synthbench", "--rings", std::to_string(rings)};
+        std::ostringstream log;
+        RecordSummary sum;
+        ChildResult res;
+        try {
+            res.exit_code = run_record(o, log, &sum);
+        } catch (const std::exception& e) {
+            log << "ringcap_synthbench: " << e.what() << "\n";
+            res.exit_code = 2;
+        }
+        rusage ru{};
+        getrusage(RUSAGE_THREAD, &ru);  // the collector is this (main) thread; the producer is another
+        res.reader_cpu = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                         double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+        res.seconds = sum.seconds;
+        res.offered = sum.synthetic_offered;
+        res.samples = sum.total.samples;
+        res.dropped = sum.kernel_lost;
+        res.file_bytes = sum.file_bytes;
+        res.ring_bytes = sum.ring_bytes;
+        res.staging_bytes = sum.staging_bytes;
+        res.cqes = sum.cqes;
+        res.writes = sum.writes;
+        res.staging_full = sum.total.partial_drains;
+        res.o_direct = sum.o_direct;
+        if (FILE* f = std::fopen(log_path.c_str(), "w")) {
+            std::fputs(log.str().c_str(), f);
+            std::fclose(f);
+        }
+        [[maybe_unused]] ssize_t n = write(pipefd[1], &res, sizeof res);
+        _exit(0);
+    }
+    close(pipefd[1]);
+    ChildResult res;
+    if (read(pipefd[0], &res, sizeof res) != ssize_t(sizeof res)) res.exit_code = -1;
+    close(pipefd[0]);
+    int status = 0;
+    rusage ru{};
+    wait4(pid, &status, 0, &ru);
+    *maxrss_mb = double(ru.ru_maxrss) / 1024.0;
+    *process_cpu = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                   double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    return res;
+}
+
+// perf report --stats must read the file and count what the collector counted: the samples, and the
+// drops (LOST_SAMPLES, summed per event).
+std::string perf_check(const Args& a, const std::string& file, uint64_t samples, uint64_t dropped) {
+    if (a.perf == "none") return "-";
+    std::string cmd = a.perf + " report --stats -i '" + file + "' 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) return "popen failed";
+    char line[512];
+    long long perf_samples = -1, perf_lost = 0;
+    bool failed = false, per_event = false;
+    while (std::fgets(line, sizeof line, p)) {
+        const std::string l = line;
+        if (l.find(" stats:") != std::string::npos) per_event = l.rfind("Aggregated", 0) != 0;
+        if (auto k = l.find("SAMPLE events:"); k != std::string::npos && perf_samples < 0)
+            perf_samples = std::atoll(line + k + 14);
+        if (auto k = l.find("LOST_SAMPLES events:"); k != std::string::npos && per_event)
+            perf_lost += std::atoll(line + k + 20);
+        if (l.find("failed to process") != std::string::npos || l.rfind("Error", 0) == 0) failed = true;
+    }
+    const int rc = pclose(p);
+    if (rc != 0 || failed) return "perf failed";
+    if (perf_samples < 0) perf_samples = 0;
+    if (uint64_t(perf_samples) != samples) return "MISMATCH samples perf=" + std::to_string(perf_samples);
+    if (uint64_t(perf_lost) != dropped) return "MISMATCH lost perf=" + std::to_string(perf_lost);
+    return "ok";
+}
+
+void remove_output(const std::string& base) {
+    for (const char* suffix : {".data", ".data.old", ".log"}) unlink((base + suffix).c_str());
+}
+
+// One filesystem: its limits, then the runs. Returns the number of failed runs.
+int sweep(const Args& a, const std::string& dir, double mc) {
+    std::string why;
+    bool direct = false;
+    // The write limit: the best of a few queue depths (the collector keeps up to one write per
+    // staging buffer in flight). Cloud disks vary a lot over time, so it is measured again (at that
+    // depth, for 1 s) right before each ring count and each row is a fraction of that figure.
+    double best = -1;
+    unsigned best_depth = 16;
+    for (unsigned depth : {1u, 4u, 16u, 64u}) {
+        why.clear();
+        const double g = write_gbps(dir, depth, 1.0, &direct, &why);
+        if (g > best) best = g, best_depth = depth;
+        if (g < 0) break;
+    }
+    if (best < 0) {
+        std::printf("%s: cannot measure the write limit: %s\n", dir.c_str(), why.c_str());
+        return 1;
+    }
+    std::printf("\n## output %s: %s writes, best %.2f GB/s (%u x 1 MiB in flight); memcpy %.2f GB/s\n", dir.c_str(),
+                direct ? "O_DIRECT" : "buffered", best, best_depth, mc);
+    std::printf("%5s %8s %6s %9s %9s %6s %6s %7s %9s %6s %8s %7s %7s %8s %8s  %s\n", "rings", "MB/s/rng", "wlim",
+                "offer_MB/s", "write_MB/s", "%wlim", "%mcpy", "drop%", "dropped", "cpu_s", "cpu_s/GB", "rss_MB",
+                "mem_MB", "rss-mem", "stg_full", "perf");
+    std::fflush(stdout);
+    int failures = 0;
+    for (unsigned n : a.rings) {
+        why.clear();
+        const double wlim = write_gbps(dir, best_depth, 1.0, &direct, &why);
+        for (double per : {a.total_mb / double(n), 0.0}) {
+            Row row{n, per, {}, 0, 0, {}};
+            const std::string out = dir + "/ringcap-synth-" + std::to_string(n) + (per > 0 ? "-fixed" : "-max");
+            remove_output(out);
+            row.r = run_child(a, n, per, out + ".data", out + ".log", &row.maxrss_mb, &row.process_cpu);
+            const ChildResult& r = row.r;
+            if (r.exit_code != 0) {
+                std::printf("%5u run failed (exit %d), see %s.log\n", n, r.exit_code, out.c_str());
+                ++failures;
+                continue;
+            }
+            row.perf_check = perf_check(a, out + ".data", r.samples, r.dropped);
+            if (row.perf_check != "ok" && row.perf_check != "-") ++failures;
+            const double rec = double(a.record_bytes & ~7u);
+            const double offer_mbs = double(r.offered) * rec / r.seconds / 1e6;
+            const double write_mbs = double(r.file_bytes) / r.seconds / 1e6;
+            const double mem_mb = double(r.ring_bytes + r.staging_bytes) / double(1 << 20);
+            const double gb = double(r.file_bytes) / 1e9;
+            char rate[16];
+            std::snprintf(rate, sizeof rate, per > 0 ? "%.2f" : "max", per);
+            std::printf("%5u %8s %6.2f %9.0f %9.0f %5.0f%% %5.0f%% %6.2f%% %9llu %6.2f %8.2f %7.1f %7.1f %8.1f %8llu  %s\n",
+                        n, rate, wlim, offer_mbs, write_mbs, wlim > 0 ? 100.0 * write_mbs / 1e3 / wlim : 0.0,
+                        100.0 * write_mbs / 1e3 / mc, r.offered ? 100.0 * double(r.dropped) / double(r.offered) : 0.0,
+                        (unsigned long long)r.dropped, r.reader_cpu, gb > 0 ? r.reader_cpu / gb : 0.0, row.maxrss_mb,
+                        mem_mb, row.maxrss_mb - mem_mb, (unsigned long long)r.staging_full, row.perf_check.c_str());
+            std::fflush(stdout);
+            if (!a.keep) remove_output(out);
+        }
+    }
+    return failures;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const Args a = parse(argc, argv);
+    utsname u{};
+    uname(&u);
+    std::printf("# ringcap synthetic many-ring benchmark: %s %s, %ld CPUs, %.1f GiB RAM\n", u.sysname, u.release,
+                sysconf(_SC_NPROCESSORS_ONLN),
+                double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)) / double(1ull << 30));
+    std::printf("# %u-byte samples, %zu-page rings, %.1f s per run, %.0f MB/s in all at the fixed rate; one collector "
+                "thread, one producer thread\n",
+                a.record_bytes, a.pages, a.duration, a.total_mb);
+    const double mc = memcpy_gbps();
+    int failures = 0;
+    for (const auto& dir : a.dirs) failures += sweep(a, dir, mc);
+    std::printf("\n# wlim: write limit (GB/s) measured just before the row; offer/write_MB/s: what the producer "
+                "offered and the collector wrote, per second;\n# cpu_s: CPU of the collector thread; mem_MB: ring + "
+                "staging memory; rss-mem: peak RSS beyond it; stg_full: drains cut short by full staging\n");
+    return failures ? 1 : 0;
+}
