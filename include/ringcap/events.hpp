@@ -85,6 +85,14 @@ std::vector<CpuEvents> open_cpu_events(const std::vector<EventSpec>& specs, cons
 // The threads of a process (/proc/PID/task), or nullopt if it does not exist.
 std::optional<std::vector<int>> threads_of(int pid);
 
+// The default ring size (-m) for `rings` rings. Without CAP_IPC_LOCK, perf's 128 data pages: with
+// the control page that is the 516 KiB of kernel.perf_event_mlock_kb's default. With it, the limit
+// does not apply and bigger rings ride out scheduling and write stalls (README, Performance):
+// 8 MiB per ring, smaller when there are many rings so that all of them take at most 256 MiB.
+size_t default_ring_pages(size_t rings, bool can_lock_memory);
+// Whether this process has CAP_IPC_LOCK in its effective set.
+bool has_cap_ipc_lock();
+
 void enable_all(std::vector<CpuEvents>& cpus);
 void disable_all(std::vector<CpuEvents>& cpus);
 

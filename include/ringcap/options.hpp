@@ -25,7 +25,7 @@ struct RecordOptions {
     // Events and sampling
     std::vector<EventSpec> events;          // -e (default cpu-clock)
     SamplingConfig sampling;                // -F 4000 / -c PERIOD, wake-up policy
-    size_t mmap_pages = 128;                // -m: data pages per CPU ring (power of two)
+    size_t mmap_pages = 0;                  // -m: data pages per CPU ring (power of two); 0 = default_ring_pages()
 
     // Output
     std::string output = "perf.data";       // -o

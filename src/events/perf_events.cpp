@@ -2,6 +2,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <dirent.h>
+#include <linux/capability.h>
 #include <cstring>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
@@ -120,6 +121,22 @@ std::optional<std::vector<int>> threads_of(int pid) {
     closedir(d);
     std::sort(tids.begin(), tids.end());
     return tids;
+}
+
+size_t default_ring_pages(size_t rings, bool can_lock_memory) {
+    constexpr size_t kPerfDefault = 128;
+    if (!can_lock_memory) return kPerfDefault;
+    const size_t per_ring = (size_t(256) << 20) / std::max<size_t>(rings, 1) / page_size();
+    size_t pages = kPerfDefault;
+    while (pages * 2 <= std::min<size_t>(per_ring, 2048)) pages *= 2;
+    return pages;
+}
+
+bool has_cap_ipc_lock() {
+    __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2] = {};
+    if (syscall(SYS_capget, &hdr, data) != 0) return false;
+    return data[CAP_IPC_LOCK / 32].effective & (1u << (CAP_IPC_LOCK % 32));
 }
 
 void enable_all(std::vector<CpuEvents>& cpus) {

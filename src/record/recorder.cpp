@@ -448,7 +448,8 @@ int Session::run(RecordSummary& sum) {
         }
         return out;
     };
-    const size_t requested = opts_.mmap_pages;
+    const size_t ring_count = synthetic ? opts_.synthetic.rings : cpu_list.size();
+    const size_t requested = opts_.mmap_pages ? opts_.mmap_pages : default_ring_pages(ring_count, has_cap_ipc_lock());
     size_t pages = requested;
     std::vector<perf_event_attr> attrs;
     if (synthetic) {
@@ -497,7 +498,9 @@ int Session::run(RecordSummary& sum) {
 
     // 2. Loop, staging, output.
     const size_t nrings = rings_.size();
-    const size_t nbuf = opts_.staging_buffers ? opts_.staging_buffers : std::clamp<size_t>(nrings + 2, 4, 64);
+    // One buffer per ring and two more, at least 16 (16 MiB): staging is what rides out a slow write
+    // before the rings start to fill (README, Performance: 4 buffers lost samples at 10 kHz dwarf).
+    const size_t nbuf = opts_.staging_buffers ? opts_.staging_buffers : std::clamp<size_t>(nrings + 2, 16, 64);
     staging_ = std::make_unique<StagingPool>(opts_.staging_buffer_bytes, nbuf);
     LoopConfig lc;
     // The synthetic rings' eventfds stay readable (level-triggered epoll would spin on them); they

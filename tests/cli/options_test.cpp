@@ -37,7 +37,7 @@ TEST_CASE("record options follow perf record", "[cli]") {
     CHECK(d.events.size() == 1);
     CHECK(d.events[0].name == "cpu-clock");  // default event
     CHECK(d.sampling.freq == 4000);          // default frequency
-    CHECK(d.mmap_pages == 128);
+    CHECK(d.mmap_pages == 0);                // default_ring_pages() at record time
     CHECK(d.output == "perf.data");
     REQUIRE(d.cpus);
     CHECK(*d.cpus == std::vector<int>{0, 2, 3});
