@@ -3,10 +3,12 @@
 #
 #   bench/run.sh [--quick] [--runs N] [--duration S] [--mmap PAGES] [--only LIST] [--raw] [--keep DIR]
 #   (--only takes workload numbers, e.g. 1,4: 1 busy 10 kHz, 2 busy 40 kHz, 3 idle max rate,
-#    4 context-switch storm, 5 the same with the sched:sched_switch tracepoint)
+#    4 context-switch storm, 5 the same with the sched:sched_switch tracepoint, 6 and 7 = 1 and 2
+#    with each tool's default ring size, 8 the synthetic many-ring benchmark, ringcap only)
 #
 # For each workload the two collectors run ALTERNATELY (perf,ringcap / ringcap,perf / ...), with
-# the same events, frequency, ring size (-m) and duration, both as `COLLECTOR record -a ... -- sleep S`.
+# the same events, frequency, ring size (-m; workloads 6-7: each tool's default) and duration, both
+# as `COLLECTOR record -a ... -- sleep S`.
 # Per tool it prints the median over the runs of:
 #   samples    PERF_RECORD_SAMPLE records in the file            (perf report --stats, "SAMPLE events")
 #   lost       samples the kernel dropped, per the kernel's per-event counter (PERF_FORMAT_LOST),
@@ -33,7 +35,12 @@
 # A file that perf report cannot read to the end is flagged (column ok, and a "!" line) and left
 # out of the samples/lost medians; ringcap's own summary line is cross-checked against perf's reading.
 #
-# Environment: RINGCAP=/path/to/ringcap (default: build it into build-bench with cmake + make),
+# Workload 8 runs ringcap_synthbench (bench/synth.cpp; it prints its own table): synthetic rings in
+# memory drained by ringcap's collector, 1..512 rings, output to the bench's work dir and to /dev/shm,
+# with the memcpy and write limits measured in the same run.
+#
+# Environment: RINGCAP=/path/to/ringcap (default: build it into build-bench with cmake + make;
+# SYNTHBENCH=/path/to/ringcap_synthbench, default: next to RINGCAP),
 # PERF=perf, BENCH_TMPDIR=/dir (parent of the mktemp -d work dir, default $TMPDIR or /tmp).
 set -euo pipefail
 
@@ -60,7 +67,7 @@ ROOT=$(dirname "$HERE")
 PERF=${PERF:-perf}
 RAW=0
 KEEP=""
-ONLY="1,2,3,4,5"
+ONLY="1,2,3,4,5,6,7,8"
 QUICK=0
 
 usage() { sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -90,7 +97,7 @@ RINGCAP_SOURCE="prebuilt (RINGCAP=...)"
 if [ -z "${RINGCAP:-}" ]; then
     echo "building ringcap (build-bench)..." >&2
     cmake -S "$ROOT" -B "$ROOT/build-bench" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null \
-        && make -C "$ROOT/build-bench" -j2 ringcap >/dev/null \
+        && make -C "$ROOT/build-bench" -j2 ringcap ringcap_synthbench >/dev/null \
         || die "building ringcap failed (or pass RINGCAP=/path/to/ringcap)"
     RINGCAP="$ROOT/build-bench/ringcap"
     RINGCAP_SOURCE="built from $ROOT"
@@ -101,6 +108,7 @@ if [ -z "${RINGCAP:-}" ]; then
     fi
 fi
 [ -x "$RINGCAP" ] || die "RINGCAP=$RINGCAP is not executable"
+SYNTHBENCH=${SYNTHBENCH:-$(dirname "$RINGCAP")/ringcap_synthbench}
 
 # ---- work dir, helpers, cleanup ----------------------------------------------------------------
 WORK=$(mktemp -d "${BENCH_TMPDIR:-${TMPDIR:-/tmp}}/ringcap-bench.XXXXXX")
@@ -177,9 +185,9 @@ run_one() {
     local out="$WORK/$wl-$tool-$run.data" res="$WORK/$wl-$tool-$run.res" log="$WORK/$wl-$tool-$run.log"
     local -a cmd
     if [ "$tool" = perf ]; then
-        cmd=("$PERF" record -q $PERF_EXTRA -o "$out" -m "$MMAP" "$@" -- sleep "$DURATION")
+        cmd=("$PERF" record -q $PERF_EXTRA -o "$out" "${RING_FLAG[@]}" "$@" -- sleep "$DURATION")
     else
-        cmd=("$RINGCAP" record -o "$out" -m "$MMAP" "$@" -- sleep "$DURATION")
+        cmd=("$RINGCAP" record -o "$out" "${RING_FLAG[@]}" "${RINGCAP_EXTRA[@]}" "$@" -- sleep "$DURATION")
     fi
     echo "${cmd[*]}" >"$log"
     local status=0
@@ -346,6 +354,8 @@ echo "callchains in workloads 1-2: ${CALLGRAPH:-none}; workload 5 ($SCHED_EVENT)
 [ "$QUICK" = 1 ] && echo "QUICK smoke mode: $RUNS run(s) each, ${DURATION} s"
 
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
+RING_FLAG=(-m "$MMAP")  # workloads 6-7 clear it: each tool's default ring size
+RINGCAP_EXTRA=()        # workloads 6-7: -v, to log the ring size ringcap chose
 
 # ---- workloads ---------------------------------------------------------------------------------
 if want 1; then
@@ -398,6 +408,34 @@ if want 5; then
     print_table sched "context-switch storm, tracepoint (${args[*]}, ${DURATION} s, -m $MMAP, pipe ping-pong)"
     [ -n "$TRACEPOINT_NOTE" ] && echo "  note: $TRACEPOINT_NOTE"
     flush_notes
+fi
+
+for wl in 6 7; do
+    want $wl || continue
+    f=$([ $wl = 6 ] && echo 10000 || echo 40000)
+    args=(-a -e cpu-clock -F $f $CALLGRAPH)
+    RING_FLAG=()
+    RINGCAP_EXTRA=(-v)
+    start_spinners
+    run_workload "busy${f%000}k-default" both "${args[@]}"
+    stop_bg
+    RING_FLAG=(-m "$MMAP")
+    RINGCAP_EXTRA=()
+    # The sizes each tool picked (perf: 128 data pages, its mlock default; ringcap: README).
+    print_table "busy${f%000}k-default" "busy $((f / 1000)) kHz, default rings (${args[*]}, ${DURATION} s, no -m, 2 busy loops)"
+    grep -h -m1 -E 'ring\(s\) of' "$WORK"/busy${f%000}k-default-ringcap-1.log 2>/dev/null | sed 's/^/  /' || true
+    flush_notes
+done
+
+if want 8; then
+    echo
+    if [ -x "$SYNTHBENCH" ]; then
+        synth_args=(--dirs "$WORK,/dev/shm" --perf "$PERF")
+        [ "$QUICK" = 1 ] && synth_args+=(--rings 1,64 --duration 1)
+        "$SYNTHBENCH" "${synth_args[@]}" || echo "  ! ringcap_synthbench failed (exit $?)"
+    else
+        echo "workload 8 skipped: no ringcap_synthbench next to $RINGCAP (set SYNTHBENCH=...)"
+    fi
 fi
 
 echo
