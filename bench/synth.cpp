@@ -4,7 +4,8 @@
 // memory with a perf ring's layout, filled by one producer thread as the kernel fills perf rings.
 //
 //   ringcap_synthbench [--rings 1,16,64,256,512] [--total-mb 1024] [--duration 2] [--record-bytes 8192]
-//                      [--pages 128] [--dirs DIR,...] [--perf PERF|none] [--keep]
+//                      [--pages 128] [--staging-buffers N] [--staging-kb 1024] [--dirs DIR,...]
+//                      [--perf PERF|none] [--keep]
 //
 // For each output directory (default /tmp, the disk, and /dev/shm, tmpfs, which takes O_DIRECT since
 // Linux 6.6 and shows the collector without the device), in the same run:
@@ -50,6 +51,8 @@ struct Args {
     double duration = 2;
     uint32_t record_bytes = 8192;
     size_t pages = 128;
+    size_t staging_buffers = 0;  // 0 = the collector's default
+    size_t staging_kb = 1024;
     std::vector<std::string> dirs{"/tmp", "/dev/shm"};
     std::string perf = "perf";
     bool keep = false;
@@ -58,7 +61,7 @@ struct Args {
 [[noreturn]] void usage(const char* why) {
     std::fprintf(stderr,
                  "ringcap_synthbench: %s\nusage: ringcap_synthbench [--rings 1,16,64,256,512] [--total-mb 1024] "
-                 "[--duration 2] [--record-bytes 8192] [--pages 128] [--dirs DIR,...] [--perf PERF|none] [--keep]\n",
+                 "[--duration 2] [--record-bytes 8192] [--pages 128] [--staging-buffers N] [--staging-kb 1024] [--dirs DIR,...] [--perf PERF|none] [--keep]\n",
                  why);
     std::exit(2);
 }
@@ -79,6 +82,8 @@ Args parse(int argc, char** argv) {
         else if (k == "--duration") a.duration = std::stod(val());
         else if (k == "--record-bytes") a.record_bytes = uint32_t(std::stoul(val()));
         else if (k == "--pages") a.pages = std::stoul(val());
+        else if (k == "--staging-buffers") a.staging_buffers = std::stoul(val());
+        else if (k == "--staging-kb") a.staging_kb = std::stoul(val());
         else if (k == "--dirs") {
             a.dirs.clear();
             std::stringstream ss(val());
@@ -214,6 +219,8 @@ ChildResult run_child(const Args& a, unsigned rings, double mb_per_ring, const s
         o.synthetic.mb_per_ring = mb_per_ring;
         o.synthetic.record_bytes = a.record_bytes;
         o.mmap_pages = a.pages;
+        o.staging_buffers = a.staging_buffers;
+        o.staging_buffer_bytes = a.staging_kb * 1024;
         o.duration_s = a.duration;
         o.output = out;
         o.build_ids = false;
