@@ -27,6 +27,8 @@ const char* const kRecordUsage =
     "      --wakeup-watermark B wake the collector every B bytes (default: a quarter of the ring)\n"
     "  -r, --realtime PRIO      run the collector with SCHED_FIFO priority PRIO (as perf record -r)\n"
     "      --backend uring|epoll  event loop (default: io_uring, epoll if io_uring is unavailable)\n"
+    "      --no-direct          buffered writes instead of O_DIRECT (more CPU, no disk I/O while\n"
+    "                           recording until the page cache writes back; see README, Performance)\n"
     "  -v, --verbose            print the setup (backend, O_DIRECT, sizes)\n"
     "Without -a/-C, -- COMMAND records the command and its children (per task); with -a it records\n"
     "system-wide while the command runs. SIGINT, SIGTERM or SIGHUP stop the record cleanly.\n";
@@ -194,7 +196,7 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
         } else if (a == "-v" || a == "--verbose") {
             no_value();
             ++o.verbose;
-        } else if (a == "--no-direct") {  // internal knob: buffered writes only
+        } else if (a == "--no-direct") {
             no_value();
             o.allow_direct = false;
         } else if (a == "--staging-buffers") {
