@@ -65,9 +65,6 @@ private:
     void produce(unsigned thread);
 
     SyntheticConfig cfg_;
-    perf_event_attr attr_{};
-    size_t data_pages_ = 0;
-    uint64_t first_id_ = 0;
     uint32_t watermark_ = 0;
     std::vector<CpuEvents> pending_;
     std::vector<Ring> rings_;

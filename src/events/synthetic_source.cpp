@@ -107,7 +107,7 @@ perf_event_attr synthetic_attr(const SyntheticConfig& cfg, const SamplingConfig&
 
 SyntheticSource::SyntheticSource(const SyntheticConfig& cfg, const perf_event_attr& attr, size_t data_pages,
                                  uint64_t first_id)
-    : cfg_(cfg), attr_(attr), data_pages_(data_pages), first_id_(first_id) {
+    : cfg_(cfg) {
     if (cfg_.threads == 0) cfg_.threads = 1;
     const uint64_t ring_bytes = uint64_t(data_pages) * page_size();
     // The kernel's rule: wake every wakeup_watermark bytes (default half the ring).
