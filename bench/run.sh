@@ -235,8 +235,8 @@ run_one() {
         why=$(grep -m1 -E "failed to process|Error|error" "$WORK/$wl-$tool-$run.stats" || echo "exit status $rc")
         echo "  ! $wl $tool run $run: perf report could not read the file to the end: $why" >>"$NOTES"
     fi
-    if [ "$tool" = ringcap ] && grep -qiE 'halv' "$log"; then
-        echo "  ! $wl ringcap run $run: ringcap used smaller rings than -m $MMAP: $(grep -m1 -iE 'halv' "$log")" >>"$NOTES"
+    if [ "$tool" = ringcap ] && grep -q 'ring memory for' "$log"; then
+        echo "  ! $wl ringcap run $run: ringcap used smaller rings than asked: $(grep -m1 'ring memory for' "$log")" >>"$NOTES"
     fi
     if [ "$tool" = ringcap ] && [ "$self" != ok ] && [ "$self" != "-" ]; then
         echo "  ! $wl ringcap run $run: ringcap's own summary disagrees with what perf read: $self" >>"$NOTES"

@@ -474,9 +474,10 @@ int Session::run(RecordSummary& sum) {
         }
     }
     if (pages != requested)
-        log_ << "ringcap: ring memory for -m " << requested << " is above the locked-memory limit "
-             << "(kernel.perf_event_mlock_kb, RLIMIT_MEMLOCK); using -m " << pages
-             << " instead. Raise the limits or run with CAP_IPC_LOCK for bigger rings.\n";
+        log_ << "ringcap: ring memory for " << (opts_.mmap_pages ? "-m " : "the default -m ") << requested
+             << " was refused (above the locked-memory limit, kernel.perf_event_mlock_kb + RLIMIT_MEMLOCK, or "
+                "out of memory); using -m "
+             << pages << " instead. Raise the limits or run with CAP_IPC_LOCK for bigger rings.\n";
     ring_pages_ = pages;
     attrs_.resize(specs_.size());
     for (size_t e = 0; e < attrs_.size(); ++e) {

@@ -232,7 +232,7 @@ TEST_CASE("rings above the locked-memory limit are halved instead of failing", "
     if (rc == 2 && text.find("perf_event_mlock_kb") != std::string::npos)
         skip_test("even the smallest ring is above this machine's locked-memory limit");
     REQUIRE(rc == 0);
-    CHECK(text.find("ring memory for -m 1024 is above the locked-memory limit") != std::string::npos);
+    CHECK(text.find("ring memory for -m 1024 was refused (above the locked-memory limit") != std::string::npos);
     if (!perf.empty()) CHECK(perf_samples(perf, f.path) == summary_samples(text));
 }
 
