@@ -52,6 +52,7 @@ struct Drainer {
 TEST_CASE("synthetic rings have a perf ring's layout; every sample written is drained", "[synthetic]") {
     SyntheticConfig cfg;
     cfg.rings = 3;
+    cfg.threads = 2;      // rings 0 and 2 on one producer, ring 1 on the other
     cfg.mb_per_ring = 0;  // saturate: write whenever there is room, never drop
     cfg.record_bytes = 1000;  // rounded down to whole u64s: 1000 is already
     SamplingConfig sampling;
@@ -70,7 +71,12 @@ TEST_CASE("synthetic rings have a perf ring's layout; every sample written is dr
     }
     src.start();
     // Drain until each ring has wrapped many times (16 KiB rings, 1000-byte samples).
-    while (d.samples() < 3000) d.pass();
+    auto all_wrapped = [&] {
+        for (const auto& rd : d.readers)
+            if (rd.counters().samples < 1000) return false;
+        return true;
+    };
+    while (!all_wrapped()) d.pass();
     // The producer signalled its eventfd (the "owner fd" the collector polls) at the watermark.
     pollfd p{d.rings[0].owner_fd(), POLLIN, 0};
     CHECK(::poll(&p, 1, 0) == 1);
