@@ -460,17 +460,17 @@ int Session::run(RecordSummary& sum) {
         cpus_ = synthetic_->take_rings();
     } else {
         ensure_fd_limit(cpu_list.size() * std::max<size_t>(1, tids.size()) * specs_.size());
-    }
-    while (!synthetic) {
-        attrs = make_attrs(pages, pages != requested);
-        try {
-            cpus_ = open_cpu_events(specs_, attrs, cpu_list, tids, pages);
-            break;
-        } catch (const RingMemoryError& e) {
-            // perf fails here; we halve the rings (all of them, to keep them even) down to a floor.
-            if (pages <= kMinRingPages) throw;
-            cpus_.clear();
-            pages /= 2;
+        for (;;) {
+            attrs = make_attrs(pages, pages != requested);
+            try {
+                cpus_ = open_cpu_events(specs_, attrs, cpu_list, tids, pages);
+                break;
+            } catch (const RingMemoryError& e) {
+                // perf fails here; we halve the rings (all of them, to keep them even) down to a floor.
+                if (pages <= kMinRingPages) throw;
+                cpus_.clear();
+                pages /= 2;
+            }
         }
     }
     if (pages != requested)
