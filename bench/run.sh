@@ -357,26 +357,31 @@ want() { [[ ",$ONLY," == *",$1,"* ]]; }
 RING_FLAG=(-m "$MMAP")  # workloads 6-7 clear it: each tool's default ring size
 RINGCAP_EXTRA=()        # workloads 6-7: -v, to log the ring size ringcap chose
 
-# ---- workloads ---------------------------------------------------------------------------------
-if want 1; then
-    args=(-a -e cpu-clock -F 10000 $CALLGRAPH)
+# busy_workload HZ same|default: cpu-clock at HZ on both CPUs kept busy, with the same ring size for
+# both tools (-m $MMAP, workloads 1-2) or each tool's default (workloads 6-7).
+busy_workload() {
+    local hz=$1 rings=$2 wl="busy$(( $1 / 1000 ))k" ring_text="-m $MMAP"
+    local -a args=(-a -e cpu-clock -F "$hz" $CALLGRAPH)
+    if [ "$rings" = default ]; then
+        wl="$wl-default"; ring_text="no -m"
+        RING_FLAG=(); RINGCAP_EXTRA=(-v)
+    fi
     start_spinners
-    run_workload busy10k both "${args[@]}"
+    run_workload "$wl" both "${args[@]}"
     stop_bg
-    print_table busy10k "busy 10 kHz (${args[*]}, ${DURATION} s, -m $MMAP, 2 busy loops)"
+    RING_FLAG=(-m "$MMAP"); RINGCAP_EXTRA=()
+    print_table "$wl" "busy $((hz / 1000)) kHz$([ "$rings" = default ] && echo ", default rings") (${args[*]}, ${DURATION} s, $ring_text, 2 busy loops)"
     [ -n "$CALLGRAPH_NOTE" ] && echo "  note: $CALLGRAPH_NOTE"
+    # The size ringcap picked (perf's default is 128 data pages, its mlock default).
+    if [ "$rings" = default ]; then
+        grep -h -m1 -E 'ring\(s\) of' "$WORK/$wl-ringcap-1.log" 2>/dev/null | sed 's/^/  /' || true
+    fi
     flush_notes
-fi
+}
 
-if want 2; then
-    args=(-a -e cpu-clock -F 40000 $CALLGRAPH)
-    start_spinners
-    run_workload busy40k both "${args[@]}"
-    stop_bg
-    print_table busy40k "busy 40 kHz (${args[*]}, ${DURATION} s, -m $MMAP, 2 busy loops)"
-    [ -n "$CALLGRAPH_NOTE" ] && echo "  note: $CALLGRAPH_NOTE"
-    flush_notes
-fi
+# ---- workloads ---------------------------------------------------------------------------------
+want 1 && busy_workload 10000 same
+want 2 && busy_workload 40000 same
 
 if want 3; then
     rate0=$(max_rate)
@@ -410,22 +415,8 @@ if want 5; then
     flush_notes
 fi
 
-for wl in 6 7; do
-    want $wl || continue
-    f=$([ $wl = 6 ] && echo 10000 || echo 40000)
-    args=(-a -e cpu-clock -F $f $CALLGRAPH)
-    RING_FLAG=()
-    RINGCAP_EXTRA=(-v)
-    start_spinners
-    run_workload "busy${f%000}k-default" both "${args[@]}"
-    stop_bg
-    RING_FLAG=(-m "$MMAP")
-    RINGCAP_EXTRA=()
-    # The sizes each tool picked (perf: 128 data pages, its mlock default; ringcap: README).
-    print_table "busy${f%000}k-default" "busy $((f / 1000)) kHz, default rings (${args[*]}, ${DURATION} s, no -m, 2 busy loops)"
-    grep -h -m1 -E 'ring\(s\) of' "$WORK"/busy${f%000}k-default-ringcap-1.log 2>/dev/null | sed 's/^/  /' || true
-    flush_notes
-done
+want 6 && busy_workload 10000 default
+want 7 && busy_workload 40000 default
 
 if want 8; then
     echo
