@@ -197,7 +197,28 @@ struct ChildResult {
     uint64_t offered = 0, samples = 0, dropped = 0, file_bytes = 0, ring_bytes = 0, staging_bytes = 0;
     uint64_t cqes = 0, writes = 0, staging_full = 0;
     bool o_direct = false;
+    // Per-ring fairness: samples each ring delivered and samples each ring lost (PERF_RECORD_LOST in
+    // its stream), min / median / max over the rings, and the mean of the first and the last eighth
+    // of the rings (a sweep that always starts at ring 0 favours the first ones).
+    uint64_t samples_min = 0, samples_med = 0, samples_max = 0;
+    uint64_t lost_min = 0, lost_med = 0, lost_max = 0;
+    double samples_first8 = 0, samples_last8 = 0, lost_first8 = 0, lost_last8 = 0;
 };
+
+// min, median, max, mean of the first and of the last eighth of v (in ring order).
+void spread(const std::vector<uint64_t>& v, uint64_t& mn, uint64_t& med, uint64_t& mx, double& first8, double& last8) {
+    if (v.empty()) return;
+    std::vector<uint64_t> s = v;
+    std::sort(s.begin(), s.end());
+    mn = s.front();
+    med = s[s.size() / 2];
+    mx = s.back();
+    const size_t k = std::max<size_t>(1, v.size() / 8);
+    double a = 0, b = 0;
+    for (size_t i = 0; i < k; ++i) a += double(v[i]), b += double(v[v.size() - 1 - i]);
+    first8 = a / double(k);
+    last8 = b / double(k);
+}
 
 struct Row {
     unsigned rings;
@@ -249,6 +270,13 @@ ChildResult run_child(const Args& a, unsigned rings, double mb_per_ring, const s
         res.writes = sum.writes;
         res.staging_full = sum.total.partial_drains;
         res.o_direct = sum.o_direct;
+        std::vector<uint64_t> per_samples, per_lost;
+        for (const auto& c : sum.cpus) {
+            per_samples.push_back(c.ring.samples);
+            per_lost.push_back(c.ring.lost);
+        }
+        spread(per_samples, res.samples_min, res.samples_med, res.samples_max, res.samples_first8, res.samples_last8);
+        spread(per_lost, res.lost_min, res.lost_med, res.lost_max, res.lost_first8, res.lost_last8);
         if (FILE* f = std::fopen(log_path.c_str(), "w")) {
             std::fputs(log.str().c_str(), f);
             std::fclose(f);
@@ -354,6 +382,13 @@ int sweep(const Args& a, const std::string& dir, double mc) {
                         100.0 * write_mbs / 1e3 / mc, r.offered ? 100.0 * double(r.dropped) / double(r.offered) : 0.0,
                         (unsigned long long)r.dropped, r.reader_cpu, gb > 0 ? r.reader_cpu / gb : 0.0, row.maxrss_mb,
                         mem_mb, row.maxrss_mb - mem_mb, (unsigned long long)r.staging_full, row.perf_check.c_str());
+            if (n > 1)
+                std::printf("      per ring: samples min/med/max %llu/%llu/%llu, first/last 1/8 %.0f/%.0f; "
+                            "lost min/med/max %llu/%llu/%llu, first/last 1/8 %.0f/%.0f\n",
+                            (unsigned long long)r.samples_min, (unsigned long long)r.samples_med,
+                            (unsigned long long)r.samples_max, r.samples_first8, r.samples_last8,
+                            (unsigned long long)r.lost_min, (unsigned long long)r.lost_med,
+                            (unsigned long long)r.lost_max, r.lost_first8, r.lost_last8);
             std::fflush(stdout);
             if (!a.keep) remove_output(out);
         }
