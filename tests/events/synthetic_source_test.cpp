@@ -49,7 +49,7 @@ struct Drainer {
 
 }  // namespace
 
-TEST_CASE("synthetic rings have a perf ring's layout; every sample written is drained", "[synthetic]") {
+TEST_CASE("synthetic rings have a perf ring's layout, every sample written is drained", "[synthetic]") {
     SyntheticConfig cfg;
     cfg.rings = 3;
     cfg.threads = 2;      // rings 0 and 2 on one producer, ring 1 on the other

@@ -108,7 +108,7 @@ TEST_CASE("the loop refuses to watch an fd whose ring is not mapped", "[loop]") 
     }
 }
 
-TEST_CASE("a task's exit hangs up its fd once; after unwatch the loop never reports it again", "[loop][kernel]") {
+TEST_CASE("a task's exit hangs up its fd once, after unwatch the loop never reports it again", "[loop][kernel]") {
     std::string why = kernel_refusal();
     if (!why.empty()) skip_test(why);
     for (Backend b : {Backend::Uring, Backend::Epoll}) {

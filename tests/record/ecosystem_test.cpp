@@ -112,7 +112,7 @@ TEST_CASE("kernel samples resolve to kernel symbols", "[ecosystem]") {
     CHECK(std::regex_search(rep.output, std::regex("\\[kernel\\.kallsyms\\]\\s+\\[k\\]\\s+[A-Za-z_]")));
 }
 
-TEST_CASE("sched:sched_switch: perf script prints the fields; counts comparable with perf record", "[ecosystem]") {
+TEST_CASE("sched:sched_switch: perf script prints the fields, counts comparable with perf record", "[ecosystem]") {
     const std::string perf = require_all();
     TempFile ours("eco-sched"), theirs("eco-sched-perf");
     const std::string storm = " -- sh -c 'i=0; while [ $i -lt 300 ]; do sleep 0.001; i=$((i+1)); done'";
@@ -135,7 +135,7 @@ TEST_CASE("sched:sched_switch: perf script prints the fields; counts comparable 
     CHECK(b * 10 > a);
 }
 
-TEST_CASE("BUILD_ID lists the kernel and the binaries that ran; --no-buildid leaves it out", "[ecosystem]") {
+TEST_CASE("BUILD_ID lists the kernel and the binaries that ran, --no-buildid leaves it out", "[ecosystem]") {
     const std::string perf = require_all();
     TempFile f("eco-buildid");
     auto r = run_command(kRingcap + " record -F 1000 -o " + f.path + " -- " + kWorkload + " 200 2>&1");

@@ -64,7 +64,7 @@ TEST_CASE("system-wide record: perf report counts the samples ringcap reports", 
     CHECK(std::stoll(lines.output) == samples);
 }
 
-TEST_CASE("record of a command stops when it exits; an existing file becomes .old", "[record][integration]") {
+TEST_CASE("record of a command stops when it exits, an existing file becomes .old", "[record][integration]") {
     std::string perf;
     require_kernel_and_perf(perf);
     TempFile f("cmd");

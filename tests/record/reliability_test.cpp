@@ -106,7 +106,7 @@ long long summary_samples(const std::string& out) {
 
 }  // namespace
 
-TEST_CASE("SIGINT, SIGTERM and SIGHUP end a record cleanly; a second SIGINT does no harm", "[reliability]") {
+TEST_CASE("SIGINT, SIGTERM and SIGHUP end a record cleanly, a second SIGINT does no harm", "[reliability]") {
     require_kernel();
     const std::string perf = find_perf();
     TempFile f("signal"), log("signal-log");
@@ -180,7 +180,7 @@ TEST_CASE("a full disk stops the capture with a valid file and exit status 1", "
     rmdir(dir);
 }
 
-TEST_CASE("io_uring refused by seccomp: epoll fallback says why; --backend uring fails", "[reliability]") {
+TEST_CASE("io_uring refused by seccomp: epoll fallback says why, --backend uring fails", "[reliability]") {
     require_kernel();
     const std::string perf = find_perf();
     // In the child: make io_uring_setup fail with EPERM, as a container's seccomp profile does.

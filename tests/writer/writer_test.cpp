@@ -614,7 +614,7 @@ TEST_CASE("Writer's durable size never covers a write that is not on disk", "[wr
 
 // Last in the file: skip_test() ends the process, which would cut short any test after it when the
 // binary is run directly (ctest runs each case on its own).
-TEST_CASE("Writer uses O_DIRECT for full aligned buffers; without it the file is identical", "[writer]") {
+TEST_CASE("Writer uses O_DIRECT for full aligned buffers, without it the file is identical", "[writer]") {
     const Backend be = GENERATE(Backend::Epoll, Backend::Uring);
     INFO("backend " << backend_name(be));
     const uint64_t total = 5 * kBuf + 3000;
