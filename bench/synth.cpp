@@ -1,7 +1,8 @@
 // Synthetic many-ring benchmark: how fast ringcap's one collector thread (io_uring multishot poll ->
 // ring reader -> staging -> batched O_DIRECT writes -> perf.data) drains N rings, against what this
-// machine can do. The rings are ringcap's SyntheticSource (include/ringcap/synthetic.hpp): ordinary
-// memory with a perf ring's layout, filled by one producer thread as the kernel fills perf rings.
+// machine can do. The rings are the test kit's SyntheticSource (testkit/synthetic_source.hpp): ordinary
+// memory with a perf ring's layout, filled by one producer thread as the kernel fills perf rings, and
+// recorded through the same RingSource seam as perf events.
 //
 //   ringcap_synthbench [--rings 1,16,64,256,512] [--total-mb 1024] [--duration 2] [--record-bytes 8192]
 //                      [--pages 128] [--staging-buffers N] [--staging-kb 1024] [--dirs DIR,...]
@@ -39,6 +40,7 @@
 #include <vector>
 
 #include "ringcap/recorder.hpp"
+#include "testkit/synthetic_source.hpp"
 
 using namespace ringcap;
 using Clock = std::chrono::steady_clock;
@@ -163,9 +165,15 @@ double write_gbps(const std::string& dir, unsigned depth, double seconds, bool* 
         ++inflight;
     };
     const auto t0 = Clock::now();
+    // The SQ has 2 x depth entries, so a submit never finds it full; a failed submit is an error.
+    auto submit_all = [&]() {
+        const int rc = io_uring_submit(&ring);
+        if (rc < 0) *why = std::string("io_uring_submit: ") + std::strerror(-rc);
+        return rc >= 0;
+    };
     for (unsigned s = 0; s < depth; ++s) submit(s);
-    io_uring_submit(&ring);
-    bool stopping = false;
+    bool stopping = !submit_all();
+    if (stopping) inflight = 0;
     while (inflight > 0) {
         io_uring_cqe* cqe;
         if (io_uring_wait_cqe(&ring, &cqe) < 0) break;
@@ -181,7 +189,10 @@ double write_gbps(const std::string& dir, unsigned depth, double seconds, bool* 
         done += kBlock;
         if (!stopping && seconds_since(t0) < seconds) {
             submit(slot);
-            io_uring_submit(&ring);
+            if (!submit_all()) {
+                stopping = true;
+                --inflight;  // that write was never submitted
+            }
         }
     }
     const double secs = seconds_since(t0);
@@ -235,10 +246,12 @@ ChildResult run_child(const Args& a, unsigned rings, double mb_per_ring, const s
     pid_t pid = fork();
     if (pid == 0) {
         close(pipefd[0]);
+        SyntheticConfig cfg;
+        cfg.rings = rings;
+        cfg.mb_per_ring = mb_per_ring;
+        cfg.record_bytes = a.record_bytes;
+        SyntheticSource source(cfg);
         RecordOptions o;
-        o.synthetic.rings = rings;
-        o.synthetic.mb_per_ring = mb_per_ring;
-        o.synthetic.record_bytes = a.record_bytes;
         o.mmap_pages = a.pages;
         o.staging_buffers = a.staging_buffers;
         o.staging_buffer_bytes = a.staging_kb * 1024;
@@ -250,7 +263,7 @@ ChildResult run_child(const Args& a, unsigned rings, double mb_per_ring, const s
         RecordSummary sum;
         ChildResult res;
         try {
-            res.exit_code = run_record(o, log, &sum);
+            res.exit_code = run_record(o, source, log, &sum);
         } catch (const std::exception& e) {
             log << "ringcap_synthbench: " << e.what() << "\n";
             res.exit_code = 2;
@@ -260,7 +273,7 @@ ChildResult run_child(const Args& a, unsigned rings, double mb_per_ring, const s
         res.reader_cpu = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
                          double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
         res.seconds = sum.seconds;
-        res.offered = sum.synthetic_offered;
+        res.offered = source.offered();
         res.samples = sum.total.samples;
         res.dropped = sum.kernel_lost;
         res.file_bytes = sum.file_bytes;

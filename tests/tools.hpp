@@ -1,14 +1,19 @@
-// Test tools: temp files, running commands, finding perf.
+// Test tools: temp files, running commands, and perf as the independent reader of our files.
 #pragma once
 
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <vector>
+
+#include "support.hpp"
 
 struct TempFile {
     std::string path;
@@ -61,4 +66,79 @@ inline std::string find_perf() {
     // Debian's /usr/bin/perf is a wrapper that needs the linux-perf-VERSION binary; check it runs.
     auto v = run_command(p + " version 2>/dev/null");
     return v.status == 0 ? p : "";
+}
+
+// perf, or a loud skip: a cross-check with perf never passes by not running.
+inline std::string require_perf() {
+    std::string perf = find_perf();
+    if (perf.empty()) skip_test("perf (linux-perf) is not installed: cannot read the file back");
+    return perf;
+}
+
+// What `perf report --stats` says about a file: the "Aggregated stats:" block and one block per
+// event ("<name> stats:"), each as record type -> count. perf leaves out types it did not see.
+struct PerfStats {
+    int status = -1;
+    std::string output;
+    std::map<std::string, long long> total;
+    std::vector<std::string> event_names;
+    std::vector<std::map<std::string, long long>> events;
+
+    // perf read the whole file without complaint.
+    bool ok() const {
+        return status == 0 && output.find("failed to process") == std::string::npos &&
+               output.find("\nError") == std::string::npos;
+    }
+    // Records of `type` ("SAMPLE", "LOST_SAMPLES"...) in the whole file; 0 if perf printed none.
+    long long count(const std::string& type) const {
+        auto it = total.find(type);
+        return it == total.end() ? 0 : it->second;
+    }
+    // Records of `type` in event block `e`.
+    long long event_count(size_t e, const std::string& type) const {
+        if (e >= events.size()) return -1;
+        auto it = events[e].find(type);
+        return it == events[e].end() ? 0 : it->second;
+    }
+    // The per-event blocks summed (LOST_SAMPLES: the samples lost, as perf counts them per event).
+    long long events_sum(const std::string& type) const {
+        long long n = 0;
+        for (size_t e = 0; e < events.size(); ++e) n += event_count(e, type);
+        return n;
+    }
+};
+
+inline PerfStats perf_report_stats(const std::string& perf, const std::string& path) {
+    PerfStats s;
+    auto r = run_command(perf + " report --stats -i " + path + " 2>&1");
+    s.status = r.status;
+    s.output = r.output;
+    std::istringstream in(r.output);
+    std::map<std::string, long long>* block = nullptr;
+    const std::regex header("^(\\S.*) stats:$"), count("^\\s*(\\S+) events:\\s+([0-9]+)");
+    for (std::string line; std::getline(in, line);) {
+        std::smatch m;
+        if (std::regex_search(line, m, header)) {
+            if (m[1] == "Aggregated") {
+                block = &s.total;
+            } else {
+                s.event_names.push_back(m[1]);
+                s.events.emplace_back();
+                block = &s.events.back();
+            }
+        } else if (block && std::regex_search(line, m, count)) {
+            (*block)[m[1]] = std::stoll(m[2]);
+        }
+    }
+    return s;
+}
+
+// Value of key=N in ringcap's machine-readable summary line, or -1.
+inline long long summary_value(const std::string& out, const std::string& key) {
+    auto at = out.find("ringcap: samples=");
+    if (at == std::string::npos) return -1;
+    const std::string line = out.substr(at, out.find('\n', at) - at);
+    std::smatch m;
+    if (std::regex_search(line, m, std::regex("[ :]" + key + "=([0-9]+)"))) return std::stoll(m[1]);
+    return -1;
 }

@@ -7,14 +7,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <sys/uio.h>
 
 #include "ringcap/ring.hpp"
 
 namespace ringcap {
-
-class OutputFile;
-class StagingPool;
 
 // Stop sources the loop watches besides the rings.
 enum class Source : uint8_t { Signal = 0, Child = 1, Timer = 2, Tick = 3 };
@@ -30,11 +29,11 @@ public:
 };
 
 struct LoopStats {
-    uint64_t iterations = 0;   // run_once calls
+    uint64_t waits = 0;        // run_once calls: one io_uring_enter or epoll_wait each
     uint64_t ring_events = 0;  // ring readiness notifications (CQEs or epoll events)
     uint64_t rearms = 0;       // io_uring: multishot polls re-armed after a CQE without F_MORE
-    uint64_t enters = 0;       // io_uring_enter / epoll_wait calls
     uint64_t writes = 0;       // write operations issued
+    uint64_t sq_full = 0;      // io_uring: SQEs obtained only after submitting (and reaping) early
 };
 
 class Loop {
@@ -54,10 +53,11 @@ public:
     // A periodic Source::Tick (flushes idle staging, refreshes the header).
     virtual void set_tick(double seconds) = 0;
 
-    // Prepares writes from the pool's buffers to the output (io_uring registers both).
-    virtual void attach_output(const OutputFile& file, const StagingPool& pool) = 0;
-    // Writes len bytes at p (inside pool buffer `slot`) at offset; completes through on_write(slot).
-    virtual void write(uint32_t slot, bool direct, const std::byte* p, uint32_t len, uint64_t offset) = 0;
+    // Prepares writes to `files` (write() names them by index) from `buffers` (write slot i lies in
+    // buffers[i] when i < buffers.size()). io_uring registers both when it can.
+    virtual void attach_output(std::span<const int> files, std::span<const iovec> buffers) = 0;
+    // Writes len bytes at p to files[file] at offset; completes through on_write(slot).
+    virtual void write(uint32_t slot, unsigned file, const std::byte* p, uint32_t len, uint64_t offset) = 0;
 
     // Issues what is queued, waits for at least one event when `block`, dispatches all that is ready.
     virtual void run_once(LoopHandler& h, bool block) = 0;

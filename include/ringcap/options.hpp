@@ -1,4 +1,6 @@
-// `ringcap record` options. Every default is written here, in one place.
+// `ringcap record` options: what the user asked for, with perf's defaults. Settings derived from
+// them and from the machine (ring size, wake-up watermark, staging count) are the record plan's
+// (plan.hpp); a 0 here means "let the plan choose".
 #pragma once
 
 #include <cstddef>
@@ -9,7 +11,6 @@
 
 #include "ringcap/events.hpp"
 #include "ringcap/loop.hpp"
-#include "ringcap/synthetic.hpp"
 
 namespace ringcap {
 
@@ -25,7 +26,7 @@ struct RecordOptions {
     // Events and sampling
     std::vector<EventSpec> events;          // -e (default cpu-clock)
     SamplingConfig sampling;                // -F 4000 / -c PERIOD, wake-up policy
-    size_t mmap_pages = 0;                  // -m: data pages per CPU ring (power of two); 0 = default_ring_pages()
+    size_t mmap_pages = 0;                  // -m: data pages per CPU ring (power of two); 0 = the plan's default
 
     // Output
     std::string output = "perf.data";       // -o
@@ -36,10 +37,9 @@ struct RecordOptions {
 
     // Internal knobs (tests and bench): staging geometry, CQ size, O_DIRECT.
     size_t staging_buffer_bytes = 1u << 20;
-    size_t staging_buffers = 0;             // 0 = chosen from the number of rings
+    size_t staging_buffers = 0;             // 0 = the plan's choice from the number of rings
     unsigned cq_entries = 0;                // 0 = sized for all polls plus writes in flight
-    bool allow_direct = true;
-    SyntheticConfig synthetic;              // rings > 0: drain synthetic rings instead of perf events (bench)
+    bool allow_direct = true;               // --no-direct
 
     std::vector<std::string> argv;          // the whole command line, for the CMDLINE feature
 };

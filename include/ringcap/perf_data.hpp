@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "ringcap/records.hpp"
+
 namespace ringcap {
 
 // Feature bits perf knows (tools/perf/util/header.h); we write a subset.
@@ -24,11 +26,6 @@ enum PerfFeature : unsigned {
     kFeatCmdline = 11,
     kFeatEventDesc = 12,
 };
-
-// perf record types that are not in the kernel's uapi header.
-inline constexpr uint32_t kRecordFinishedRound = 68;
-inline constexpr uint32_t PERF_RECORD_HEADER_BUILD_ID = 67;
-inline constexpr uint16_t PERF_RECORD_MISC_BUILD_ID_SIZE = 1u << 15;
 
 struct PerfFileSection {
     uint64_t offset;
@@ -94,21 +91,5 @@ std::vector<std::byte> build_build_id_feature(const std::vector<BuildIdEntry>& e
 // The HEADER_TRACING_DATA payload for these (system, event) tracepoints, read from tracefs.
 std::vector<std::byte> build_tracing_data(const std::string& tracefs,
                                           const std::vector<std::pair<std::string, std::string>>& tracepoints);
-
-// PERF_RECORD_LOST_SAMPLES as perf record writes it at the end, with the sample_id of kDefaultSampleType.
-struct LostSamplesRecord {
-    perf_event_header header;
-    uint64_t lost;
-    uint32_t pid, tid;
-    uint64_t time;
-    uint32_t cpu, res;
-    uint64_t id;  // IDENTIFIER
-};
-static_assert(sizeof(LostSamplesRecord) == 48);
-LostSamplesRecord make_lost_samples(uint64_t id, int cpu, uint64_t lost);
-
-inline perf_event_header finished_round_record() {
-    return perf_event_header{kRecordFinishedRound, 0, sizeof(perf_event_header)};
-}
 
 }  // namespace ringcap

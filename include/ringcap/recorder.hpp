@@ -1,4 +1,5 @@
-// `ringcap record`: wires events -> rings -> io_uring loop -> staging -> writer -> perf.data.
+// `ringcap record`: a short coordinator over the stages. plan -> open the source -> collector ->
+// output -> synthesize -> start -> run -> stop -> finish, then the summary.
 #pragma once
 
 #include <cstdint>
@@ -6,17 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "ringcap/collector.hpp"
 #include "ringcap/options.hpp"
-#include "ringcap/ring.hpp"
+#include "ringcap/source.hpp"
 
 namespace ringcap {
-
-struct CpuSummary {
-    int cpu = -1;
-    RingCounters ring;
-    uint64_t cqes = 0;          // readiness notifications for this ring
-    bool hung_up = false;
-};
 
 struct EventSummary {
     std::string name;
@@ -30,36 +25,49 @@ struct EventSummary {
     uint64_t kernel_lost() const { return lost_samples ? lost_samples : lost; }
 };
 
-struct RecordSummary {
-    std::string path;
-    std::string backend;        // "io_uring" or "epoll"
-    std::vector<CpuSummary> cpus;
-    std::vector<EventSummary> events;
+// Every counter of a record, merged from its collectors. Can be taken while it runs
+// (Recorder::snapshot), which is what a status line or a JSON report reads.
+struct RecordSnapshot {
+    double seconds = 0;                // since the events were enabled
+    std::vector<RingSummary> cpus;     // per ring, in ring order
+    std::vector<EventSummary> events;  // the recorded events (not the tracking event)
     RingCounters total;
-    uint64_t lost_samples = 0;
+    uint64_t lost_samples = 0;  // PERF_FORMAT_LOST, read at the end
     uint64_t kernel_lost = 0;   // samples the kernel dropped, counted once (see EventSummary)
     uint64_t cqes = 0;          // poll completions
     uint64_t rearms = 0;        // multishot polls re-armed after a CQE without IORING_CQE_F_MORE
-    uint64_t hangups = 0;       // rings retired after POLLHUP/POLLERR
+    uint64_t hangups = 0;       // fds retired after POLLHUP/POLLERR
     uint64_t rounds = 0;        // PERF_RECORD_FINISHED_ROUND written
-    uint64_t synthesized_records = 0;  // COMM/MMAP2/MMAP written from /proc at start
-    double synthesis_seconds = 0;
-    uint64_t synthetic_offered = 0;  // synthetic source: samples its producers wrote or dropped
-    uint64_t ring_bytes = 0;         // ring memory mapped (control pages + data)
-    uint64_t staging_bytes = 0;      // staging buffers
-    uint64_t loop_iterations = 0;
-    uint64_t iterations_after_hangup = 0;  // loop iterations once every ring had hung up (bounded: no spin)
-    uint64_t io_uring_enters = 0;  // io_uring_enter (or epoll_wait) calls
-    uint64_t file_bytes = 0;    // data section bytes on disk
+    uint64_t waits = 0;         // io_uring_enter (or epoll_wait) calls
+    uint64_t waits_after_hangup = 0;  // of which after every ring had hung up (bounded: no spin)
     uint64_t writes = 0;
-    double seconds = 0;
-    bool o_direct = false;
+    uint64_t bytes_written = 0;       // data bytes whose write completed
+    uint64_t synthesized_records = 0; // COMM/MMAP2/MMAP written from /proc at start
+    uint64_t ring_bytes = 0;          // ring memory mapped (control pages + data)
+    uint64_t staging_bytes = 0;
+};
+
+struct RecordSummary : RecordSnapshot {
+    std::string path;
+    std::string backend;  // "io_uring" or "epoll"
     std::string stop_reason;
+    uint64_t file_bytes = 0;  // data section bytes in the file
+    bool o_direct = false;
     int exit_code = 0;
 };
 
-// Runs a whole record. Progress and the summary go to `log` (stderr for the CLI).
-// Returns the exit status: 0 ok, 1 failure while recording, 2 bad usage or setup refused.
+// Runs a whole record of perf events as the options say. Progress and the summary go to `log`
+// (stderr for the CLI). Returns the exit status: 0 ok, 1 failure while recording, 2 bad usage or
+// setup refused (then no file is created or changed). Throws Error for the CLI to print.
 int run_record(const RecordOptions& opts, std::ostream& log, RecordSummary* summary = nullptr);
+// The same with another ring source (the bench's synthetic rings). The options' target (-a, -C,
+// -p, -t, command) is not used.
+int run_record(const RecordOptions& opts, RingSource& source, std::ostream& log, RecordSummary* summary = nullptr);
+
+// The summary as ringcap prints it at the end: per ring, per event, totals, one machine-readable
+// line, and warnings that say what to change.
+void print_summary(const RecordSummary& s, std::ostream& log);
+// "1.50 MiB"
+std::string human_bytes(uint64_t bytes);
 
 }  // namespace ringcap

@@ -84,6 +84,18 @@ struct RingCounters {
     uint64_t throttles = 0;
     uint64_t bad_headers = 0;   // records with an impossible size (must stay 0)
     uint64_t partial_drains = 0;  // drains stopped early because staging was full
+
+    RingCounters& operator+=(const RingCounters& o) {
+        bytes += o.bytes;
+        records += o.records;
+        samples += o.samples;
+        lost_records += o.lost_records;
+        lost += o.lost;
+        throttles += o.throttles;
+        bad_headers += o.bad_headers;
+        partial_drains += o.partial_drains;
+        return *this;
+    }
 };
 
 // Told about every executable mapping record (MMAP/MMAP2) the reader passes, for the BUILD_ID

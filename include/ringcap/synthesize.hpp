@@ -20,13 +20,12 @@ struct SynthesisStats {
     size_t processes = 0;
     size_t threads = 0;
     size_t maps = 0;
+    size_t records = 0;  // every record handed to the sink
     size_t bytes = 0;
-    bool kernel_map = false;  // false when /proc/kallsyms hides addresses (kptr_restrict)
+    bool kernel_scanned = false;  // synthesize_kernel() ran
+    bool kernel_map = false;      // false when /proc/kallsyms hides addresses (kptr_restrict)
     double seconds = 0;
 };
-
-// Bytes of sample_id that follow every non-sample record for the given sample_type.
-size_t sample_id_size(uint64_t sample_type);
 
 // The kernel ([kernel.kallsyms]_text) and module maps.
 void synthesize_kernel(const RecordSink& sink, size_t id_size, SynthesisStats& stats);

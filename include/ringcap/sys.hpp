@@ -48,7 +48,6 @@ public:
     int get() const noexcept { return fd_; }
     explicit operator bool() const noexcept { return fd_ >= 0; }
     void reset(int fd = -1) noexcept;
-    int release() noexcept { return std::exchange(fd_, -1); }
 
 private:
     int fd_ = -1;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ringcap/loop.hpp"
@@ -24,8 +25,11 @@ public:
     // Moves an existing `path` to `path.old` (as perf does) and the new file into place.
     void publish();
 
-    OutputFile(OutputFile&&) = default;
-    OutputFile& operator=(OutputFile&&) = default;
+    // Moving hands over the duty to remove an unpublished file.
+    OutputFile(OutputFile&& o) noexcept
+        : direct_(std::move(o.direct_)), buffered_(std::move(o.buffered_)), path_(std::move(o.path_)),
+          tmp_path_(std::exchange(o.tmp_path_, {})) {}
+    OutputFile& operator=(OutputFile&&) = delete;
     ~OutputFile();
 
     int direct_fd() const { return direct_ ? direct_.get() : buffered_.get(); }
@@ -50,8 +54,8 @@ struct WriterStats {
     uint64_t short_writes = 0;
     uint64_t retries = 0;        // EAGAIN/EINTR resubmissions
     uint64_t direct_writes = 0;
-    uint64_t header_writes = 0;   // header refreshes (crash safety)
-    uint64_t header_failures = 0;
+    uint64_t aside_writes = 0;    // write_aside() calls issued (the header refreshes)
+    uint64_t aside_failures = 0;
 };
 
 // Test seam: given a write's (offset, length) and the kernel's result, returns the result the writer
@@ -61,7 +65,8 @@ using WriteFault = std::function<int(uint64_t offset, uint32_t len, int res)>;
 class Writer {
 public:
     // Data goes to [data_offset, ...) in the order buffers leave the pool's ready queue.
-    // data_offset must be a multiple of kStagingAlign. Calls loop.attach_output().
+    // data_offset must be a multiple of kStagingAlign. Attaches the file's descriptors and the
+    // pool's buffers to the loop.
     Writer(Loop& loop, OutputFile& file, StagingPool& pool, uint64_t data_offset);
 
     void set_fault(WriteFault f) { fault_ = std::move(f); }
@@ -89,11 +94,14 @@ public:
     // The largest marked boundary such that every byte before it is on disk: a data size that
     // perf can read without meeting a partial record.
     uint64_t durable_size();
-    // Writes `len` (== sizeof(PerfFileHeader)) bytes at offset 0 unless a header write is still in
-    // flight or the writer failed. Returns whether it was issued.
-    bool publish_header(const void* header, size_t len);
-    // The loop slot used by header writes (one past the staging buffers).
-    uint32_t header_slot() const { return uint32_t(slots_.size()); }
+
+    // A small write outside the data stream (the file's header): copied, so `p` may go away, and
+    // issued through the loop like the data. One at a time: returns false without writing while the
+    // previous one is in flight, after a failure, or if len > kAsideMax.
+    static constexpr size_t kAsideMax = 512;
+    bool write_aside(const void* p, size_t len, uint64_t offset);
+    // The loop slot of aside writes (one past the staging buffers).
+    uint32_t aside_slot() const { return uint32_t(slots_.size()); }
     const WriterStats& stats() const { return stats_; }
 
 private:
@@ -118,8 +126,9 @@ private:
     std::vector<uint64_t> boundaries_;
     size_t first_boundary_ = 0, nboundaries_ = 0;
     uint64_t durable_ = 0;
-    alignas(64) std::byte header_buf_[104];
-    bool header_busy_ = false;
+    alignas(64) std::byte aside_buf_[kAsideMax];
+    uint32_t aside_len_ = 0;
+    bool aside_busy_ = false;
     size_t in_flight_ = 0;
     int error_ = 0;
     uint64_t first_failed_offset_ = UINT64_MAX;

@@ -29,7 +29,10 @@ const char* const kRecordUsage =
     "      --backend uring|epoll  event loop (default: io_uring, epoll if io_uring is unavailable)\n"
     "      --no-direct          buffered writes instead of O_DIRECT (more CPU, no disk I/O while\n"
     "                           recording until the page cache writes back; see README, Performance)\n"
+    "  -B, --no-buildid         leave out the BUILD_ID feature (the build-ids of the kernel and of the\n"
+    "                           ELF files mapped executable during the record)\n"
     "  -v, --verbose            print the setup (backend, O_DIRECT, sizes)\n"
+    "Internal knobs for tests and benchmarks: --staging-buffers N, --staging-kb KB, --cq-entries N.\n"
     "Without -a/-C, -- COMMAND records the command and its children (per task); with -a it records\n"
     "system-wide while the command runs. SIGINT, SIGTERM or SIGHUP stop the record cleanly.\n";
 

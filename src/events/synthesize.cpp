@@ -8,6 +8,7 @@
 #include <linux/perf_event.h>
 #include <string_view>
 
+#include "ringcap/records.hpp"
 #include "ringcap/sys.hpp"
 
 namespace ringcap {
@@ -42,6 +43,7 @@ public:
         perf_event_header h{type_, misc_, uint16_t(len_)};
         std::memcpy(buf_, &h, sizeof h);
         sink(buf_, len_);
+        ++stats.records;
         stats.bytes += len_;
     }
 
@@ -73,20 +75,10 @@ std::string trim_newline(std::string s) {
 
 }  // namespace
 
-size_t sample_id_size(uint64_t t) {
-    size_t n = 0;
-    if (t & PERF_SAMPLE_TID) n += 8;
-    if (t & PERF_SAMPLE_TIME) n += 8;
-    if (t & PERF_SAMPLE_ID) n += 8;
-    if (t & PERF_SAMPLE_STREAM_ID) n += 8;
-    if (t & PERF_SAMPLE_CPU) n += 8;
-    if (t & PERF_SAMPLE_IDENTIFIER) n += 8;
-    return n;
-}
-
 void synthesize_kernel(const RecordSink& sink, size_t id_size, SynthesisStats& stats) {
     // perf's kernel map: PERF_RECORD_MMAP, pid -1, from _text to the top of the address space,
     // pgoff = _text, named "[kernel.kallsyms]_text"; perf report then reads /proc/kallsyms.
+    stats.kernel_scanned = true;
     FILE* f = fopen("/proc/kallsyms", "r");
     if (!f) return;
     unsigned long long text = 0;
@@ -103,11 +95,7 @@ void synthesize_kernel(const RecordSink& sink, size_t id_size, SynthesisStats& s
     RecordBuilder b(id_size);
     if (text != 0) {
         b.begin(PERF_RECORD_MMAP, PERF_RECORD_MISC_KERNEL);
-        b.put(uint32_t(-1));  // pid: the host kernel
-        b.put(uint32_t(0));   // tid
-        b.put(uint64_t(text));
-        b.put(uint64_t(~0ull - text));
-        b.put(uint64_t(text));
+        b.put(MmapBody{uint32_t(-1) /* the host kernel */, 0, text, ~0ull - text, text});
         b.str("[kernel.kallsyms]_text");
         b.end(sink, stats);
         stats.kernel_map = true;
@@ -120,11 +108,7 @@ void synthesize_kernel(const RecordSink& sink, size_t id_size, SynthesisStats& s
         unsigned long long size = 0, addr = 0;
         if (sscanf(line, "%255s %llu %*s %*s %*s %llx", name, &size, &addr) != 3 || addr == 0) continue;
         b.begin(PERF_RECORD_MMAP, PERF_RECORD_MISC_KERNEL);
-        b.put(uint32_t(-1));
-        b.put(uint32_t(0));
-        b.put(uint64_t(addr));
-        b.put(uint64_t(size));
-        b.put(uint64_t(0));
+        b.put(MmapBody{uint32_t(-1), 0, addr, size, 0});
         b.str(std::string("[") + name + "]");
         b.end(sink, stats);
     }
@@ -144,10 +128,8 @@ void synthesize_tasks(const RecordSink& sink, size_t id_size, const std::optiona
         for (int tid : tids) {
             auto comm = read_text_file(base + "/task/" + std::to_string(tid) + "/comm");
             if (!comm) continue;
-            // PERF_RECORD_COMM { u32 pid, tid; char comm[]; }
             b.begin(PERF_RECORD_COMM, 0);
-            b.put(uint32_t(pid));
-            b.put(uint32_t(tid));
+            b.put(CommBody{uint32_t(pid), uint32_t(tid)});
             b.str(trim_newline(*comm));
             b.end(sink, stats);
             ++stats.threads;
@@ -175,20 +157,8 @@ void synthesize_tasks(const RecordSink& sink, size_t id_size, const std::optiona
             if (path == "[vsyscall]") continue;  // perf skips it too
             uint32_t prot = (perms[0] == 'r' ? 1u : 0u) | (perms[1] == 'w' ? 2u : 0u) | 4u;  // PROT_*
             uint32_t flags = perms[3] == 's' ? 1u : 2u;  // MAP_SHARED / MAP_PRIVATE
-            // PERF_RECORD_MMAP2 { u32 pid, tid; u64 addr, len, pgoff; u32 maj, min; u64 ino,
-            //                     ino_generation; u32 prot, flags; char filename[]; }
             b.begin(PERF_RECORD_MMAP2, misc);
-            b.put(uint32_t(pid));
-            b.put(uint32_t(pid));
-            b.put(uint64_t(start));
-            b.put(uint64_t(end - start));
-            b.put(uint64_t(off));
-            b.put(uint32_t(maj));
-            b.put(uint32_t(min));
-            b.put(uint64_t(ino));
-            b.put(uint64_t(0));
-            b.put(prot);
-            b.put(flags);
+            b.put(Mmap2Body{uint32_t(pid), uint32_t(pid), start, end - start, off, maj, min, ino, 0, prot, flags});
             b.str(path);
             b.end(sink, stats);
             ++stats.maps;

@@ -1,5 +1,6 @@
 // HEADER_BUILD_ID: the GNU build-id of each DSO that was mapped executable during the record, so
 // perf report finds the right binaries (and debuginfo) even after they changed on disk.
+#include <algorithm>
 #include <cstring>
 #include <elf.h>
 #include <fcntl.h>
@@ -56,24 +57,25 @@ std::optional<std::vector<uint8_t>> kernel_build_id() {
 }
 
 std::vector<std::byte> build_build_id_feature(const std::vector<BuildIdEntry>& entries) {
-    // perf's write_buildid(): {header; s32 pid; u8 build_id[20]; u8 size; u8 pad[3]; name padded to 64}
+    // perf's write_buildid(): header, BuildIdBody, name padded to 64.
     std::vector<std::byte> out;
+    auto raw = [&out](const void* p, size_t n) {
+        auto* b = static_cast<const std::byte*>(p);
+        out.insert(out.end(), b, b + n);
+    };
     for (const auto& e : entries) {
         const size_t len = (e.filename.size() + 1 + 63) / 64 * 64;
-        unsigned char rec[36] = {};
-        perf_event_header h{PERF_RECORD_HEADER_BUILD_ID,
-                            uint16_t((e.kernel ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER) |
-                                     PERF_RECORD_MISC_BUILD_ID_SIZE),
-                            uint16_t(sizeof rec + len)};
-        const int32_t pid = -1;  // host-wide DSO
-        std::memcpy(rec, &h, sizeof h);
-        std::memcpy(rec + 8, &pid, 4);
-        std::memcpy(rec + 12, e.id.data(), std::min<size_t>(e.id.size(), 20));
-        rec[32] = uint8_t(std::min<size_t>(e.id.size(), 20));
-        auto* r = reinterpret_cast<const std::byte*>(rec);
-        out.insert(out.end(), r, r + sizeof rec);
-        auto* n = reinterpret_cast<const std::byte*>(e.filename.data());
-        out.insert(out.end(), n, n + e.filename.size());
+        const perf_event_header h{kRecordHeaderBuildId,
+                                  uint16_t((e.kernel ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER) |
+                                           kMiscBuildIdSize),
+                                  uint16_t(sizeof h + sizeof(BuildIdBody) + len)};
+        BuildIdBody b{};
+        b.pid = -1;  // host-wide DSO
+        b.size = uint8_t(std::min<size_t>(e.id.size(), sizeof b.build_id));
+        std::memcpy(b.build_id, e.id.data(), b.size);
+        raw(&h, sizeof h);
+        raw(&b, sizeof b);
+        raw(e.filename.data(), e.filename.size());
         out.resize(out.size() + (len - e.filename.size()), std::byte{0});
     }
     return out;

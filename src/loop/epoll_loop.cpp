@@ -9,9 +9,7 @@
 #include <vector>
 
 #include "ringcap/loop.hpp"
-#include "ringcap/staging.hpp"
 #include "ringcap/sys.hpp"
-#include "ringcap/writer.hpp"
 
 namespace ringcap {
 
@@ -52,24 +50,22 @@ public:
     void set_timer(double seconds) override { timer_ = watch_timerfd(Source::Timer, seconds, false); }
     void set_tick(double seconds) override { tick_ = watch_timerfd(Source::Tick, seconds, true); }
 
-    void attach_output(const OutputFile& file, const StagingPool&) override {
-        fds_[0] = file.direct_fd();
-        fds_[1] = file.buffered_fd();
+    void attach_output(std::span<const int> files, std::span<const iovec>) override {
+        files_.assign(files.begin(), files.end());
     }
 
-    void write(uint32_t slot, bool direct, const std::byte* p, uint32_t len, uint64_t offset) override {
-        ssize_t n = ::pwrite(fds_[direct ? 0 : 1], p, len, off_t(offset));
+    void write(uint32_t slot, unsigned file, const std::byte* p, uint32_t len, uint64_t offset) override {
+        ssize_t n = ::pwrite(files_.at(file), p, len, off_t(offset));
         done_.push_back({slot, n < 0 ? -errno : int(n)});
         ++stats_.writes;
     }
 
     void run_once(LoopHandler& h, bool block) override {
-        ++stats_.iterations;
+        ++stats_.waits;
         // Completed writes first; if there are any, do not block in epoll_wait.
         delivering_.swap(done_);
         const bool have_done = !delivering_.empty();
         int n = epoll_wait(ep_.get(), events_.data(), int(events_.size()), block && !have_done ? -1 : 0);
-        ++stats_.enters;
         if (n < 0 && errno != EINTR) throw Error("epoll_wait: " + errno_text(errno), 1);
         for (const auto& d : delivering_) h.on_write(d.slot, d.res);
         delivering_.clear();
@@ -117,7 +113,7 @@ private:
     UniqueFd ep_, timer_, tick_;
     std::vector<epoll_event> events_;
     std::vector<Done> done_, delivering_;
-    int fds_[2] = {-1, -1};
+    std::vector<int> files_;
 };
 
 }  // namespace

@@ -24,6 +24,7 @@ static std::string why_no_uring(int err) {
 }
 
 Uring::Uring(const Params& p) {
+    backlog_.reserve(p.cq_entries);
     io_uring_params params{};
     params.flags = IORING_SETUP_CQSIZE;
     params.cq_entries = p.cq_entries;
@@ -53,13 +54,36 @@ Uring::Uring(const Params& p) {
 Uring::~Uring() { io_uring_queue_exit(&ring_); }
 
 io_uring_sqe* Uring::sqe() {
-    io_uring_sqe* s = io_uring_get_sqe(&ring_);
-    if (!s) {
-        io_uring_submit(&ring_);
-        s = io_uring_get_sqe(&ring_);
+    if (io_uring_sqe* s = io_uring_get_sqe(&ring_)) return s;
+    ++made_room_;
+    for (;;) {
+        const int rc = io_uring_submit(&ring_);
+        if (rc < 0 && rc != -EBUSY && rc != -EAGAIN && rc != -EINTR)
+            throw Error("io_uring_submit: " + errno_text(-rc), 1);
+        if (io_uring_sqe* s = io_uring_get_sqe(&ring_)) return s;
+        // The kernel took no SQE: its CQ (and overflow list) is full. Reap without delivering: the
+        // caller may be inside a completion handler, so the completions wait in the backlog.
+        if (reap_into(backlog_) == 0) {
+            // Nothing to reap yet: wait for a completion, briefly, then try the submit again.
+            io_uring_cqe* cqe = nullptr;
+            __kernel_timespec ts{0, 10'000'000};
+            const int w = io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);
+            if (w < 0 && w != -EINTR && w != -EAGAIN && w != -ETIME)
+                throw Error("io_uring_wait_cqe: " + errno_text(-w), 1);
+            reap_into(backlog_);
+        }
     }
-    if (!s) throw Error("io_uring: no free SQE after submit", 1);
-    return s;
+}
+
+unsigned Uring::reap_into(std::vector<Completion>& out) {
+    io_uring_cqe* cqe;
+    unsigned head, n = 0;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+        out.push_back({cqe->user_data, cqe->res, cqe->flags});
+        ++n;
+    }
+    io_uring_cq_advance(&ring_, n);
+    return n;
 }
 
 int Uring::submit_and_wait(unsigned wait) {

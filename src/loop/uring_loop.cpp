@@ -7,10 +7,8 @@
 #include <vector>
 
 #include "ringcap/loop.hpp"
-#include "ringcap/staging.hpp"
 #include "ringcap/sys.hpp"
 #include "ringcap/uring.hpp"
-#include "ringcap/writer.hpp"
 
 namespace ringcap {
 
@@ -30,7 +28,10 @@ unsigned round_up_pow2(unsigned v) {
 
 class UringLoop final : public Loop {
 public:
-    explicit UringLoop(const LoopConfig& cfg) : ring_(params(cfg)) {}
+    explicit UringLoop(const LoopConfig& cfg) : ring_(params(cfg)) {
+        // A CQ's worth, plus what sqe() may set aside while the handlers run: no allocation later.
+        delivering_.reserve(2 * ring_.cq_entries());
+    }
 
     const char* name() const override { return "io_uring"; }
     std::string describe() const override {
@@ -78,60 +79,35 @@ public:
         arm_tick();
     }
 
-    void attach_output(const OutputFile& file, const StagingPool& pool) override {
+    void attach_output(std::span<const int> files, std::span<const iovec> buffers) override {
         // Registered buffers spare the kernel pinning pages per write, registered files an fd lookup.
         // Both are optional (RLIMIT_MEMLOCK may forbid the buffers).
-        std::vector<iovec> iov(pool.count());
-        for (size_t i = 0; i < pool.count(); ++i) iov[i] = {pool.buffer(uint32_t(i)), pool.buffer_size()};
-        fixed_buffers_ = io_uring_register_buffers(ring_.raw(), iov.data(), unsigned(iov.size())) == 0;
-        nfixed_ = fixed_buffers_ ? uint32_t(iov.size()) : 0;  // other slots (the header) write unregistered
-        int fds[2] = {file.direct_fd(), file.buffered_fd()};
-        fixed_files_ = io_uring_register_files(ring_.raw(), fds, 2) == 0;
-        fds_[0] = fds[0];
-        fds_[1] = fds[1];
+        fixed_buffers_ = !buffers.empty() &&
+                         io_uring_register_buffers(ring_.raw(), buffers.data(), unsigned(buffers.size())) == 0;
+        nfixed_ = fixed_buffers_ ? uint32_t(buffers.size()) : 0;  // other slots write unregistered
+        files_.assign(files.begin(), files.end());
+        fixed_files_ = io_uring_register_files(ring_.raw(), files_.data(), unsigned(files_.size())) == 0;
     }
 
-    void write(uint32_t slot, bool direct, const std::byte* p, uint32_t len, uint64_t offset) override {
+    void write(uint32_t slot, unsigned file, const std::byte* p, uint32_t len, uint64_t offset) override {
         io_uring_sqe* sqe = ring_.sqe();
-        const int file = fixed_files_ ? (direct ? 0 : 1) : fds_[direct ? 0 : 1];
-        if (fixed_buffers_ && slot < nfixed_) io_uring_prep_write_fixed(sqe, file, p, len, offset, int(slot));
-        else io_uring_prep_write(sqe, file, p, len, offset);
+        const int fd = fixed_files_ ? int(file) : files_.at(file);
+        if (fixed_buffers_ && slot < nfixed_) io_uring_prep_write_fixed(sqe, fd, p, len, offset, int(slot));
+        else io_uring_prep_write(sqe, fd, p, len, offset);
         if (fixed_files_) sqe->flags |= IOSQE_FIXED_FILE;
         io_uring_sqe_set_data64(sqe, encode(Kind::Write, 0, slot));
         ++stats_.writes;
     }
 
     void run_once(LoopHandler& h, bool block) override {
-        ++stats_.iterations;
-        int rc = ring_.submit_and_wait(block ? 1 : 0);
-        ++stats_.enters;
+        ++stats_.waits;
+        // Completions that sqe() had to set aside are older than the CQ's: do not wait if any.
+        int rc = ring_.submit_and_wait(block && !ring_.has_backlog() ? 1 : 0);
         if (rc < 0 && rc != -EINTR && rc != -ETIME && rc != -EAGAIN && rc != -EBUSY)
             throw Error("io_uring_enter: " + errno_text(-rc), 1);
-        io_uring_cqe* cqe;
-        unsigned head, seen = 0;
-        io_uring_for_each_cqe(ring_.raw(), head, cqe) {
-            ++seen;
-            const uint64_t ud = cqe->user_data;
-            const int res = cqe->res;
-            const uint32_t flags = cqe->flags;
-            const uint32_t index = uint32_t(ud & 0xffffffffu);
-            const uint32_t which = uint32_t((ud >> 32) & 0xffff);
-            switch (Kind(ud >> 56)) {
-                case Kind::Poll:
-                    on_poll(h, index, which, res, flags);
-                    break;
-                case Kind::Write:
-                    h.on_write(index, res);
-                    break;
-                case Kind::Source:
-                    if (Source(index) == Source::Tick) arm_tick();  // a plain timeout fires once
-                    h.on_source(Source(index));
-                    break;
-                case Kind::Remove:
-                    break;
-            }
-        }
-        io_uring_cq_advance(ring_.raw(), seen);
+        ring_.take_completions(delivering_);
+        for (const auto& c : delivering_) dispatch(h, c.user_data, c.res, c.flags);
+        stats_.sq_full = ring_.made_room();
     }
 
 private:
@@ -150,6 +126,25 @@ private:
         p.cq_entries = cfg.cq_entries ? cfg.cq_entries : round_up_pow2(2 * need);
         p.sq_entries = std::min(round_up_pow2(need), p.cq_entries);  // the kernel needs SQ <= CQ
         return p;
+    }
+
+    void dispatch(LoopHandler& h, uint64_t ud, int res, uint32_t flags) {
+        const uint32_t index = uint32_t(ud & 0xffffffffu);
+        const uint32_t which = uint32_t((ud >> 32) & 0xffff);
+        switch (Kind(ud >> 56)) {
+            case Kind::Poll:
+                on_poll(h, index, which, res, flags);
+                break;
+            case Kind::Write:
+                h.on_write(index, res);
+                break;
+            case Kind::Source:
+                if (Source(index) == Source::Tick) arm_tick();  // a plain timeout fires once
+                h.on_source(Source(index));
+                break;
+            case Kind::Remove:
+                break;
+        }
     }
 
     void arm_tick() {
@@ -186,7 +181,8 @@ private:
     bool fixed_buffers_ = false;
     uint32_t nfixed_ = 0;
     bool fixed_files_ = false;
-    int fds_[2] = {-1, -1};
+    std::vector<int> files_;
+    std::vector<Uring::Completion> delivering_;
 };
 
 }  // namespace

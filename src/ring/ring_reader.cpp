@@ -1,7 +1,9 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <sys/mman.h>
 
+#include "ringcap/records.hpp"
 #include "ringcap/ring.hpp"
 #include "ringcap/staging.hpp"
 
@@ -56,21 +58,19 @@ uint64_t RingReader::account(uint64_t limit, uint64_t head) {
         switch (hdr.type) {
             case PERF_RECORD_SAMPLE: {
                 ++counters_.samples;
-                // PERF_SAMPLE_IDENTIFIER puts the id first in every sample.
-                if (ids_ && hdr.size >= 16) {
-                    size_t ev = ids_->find(load_at<uint64_t>(view_.data, mask_, pos + 8));
+                if (ids_ && hdr.size >= field::kSampleIdentifier + 8) {
+                    size_t ev = ids_->find(load_at<uint64_t>(view_.data, mask_, pos + field::kSampleIdentifier));
                     if (ev < events_.size()) ++events_[ev].samples;
                 }
                 break;
             }
             case PERF_RECORD_LOST: {
-                // { header; u64 id; u64 lost; sample_id }
                 ++counters_.lost_records;
-                if (hdr.size >= 24) {
-                    uint64_t lost = load_at<uint64_t>(view_.data, mask_, pos + 16);
+                if (hdr.size >= field::kBody + sizeof(LostBody)) {
+                    uint64_t lost = load_at<uint64_t>(view_.data, mask_, pos + field::kLostCount);
                     counters_.lost += lost;
                     if (ids_) {
-                        size_t ev = ids_->find(load_at<uint64_t>(view_.data, mask_, pos + 8));
+                        size_t ev = ids_->find(load_at<uint64_t>(view_.data, mask_, pos + field::kLostId));
                         if (ev < events_.size()) events_[ev].lost += lost;
                     }
                 }
@@ -92,12 +92,10 @@ uint64_t RingReader::account(uint64_t limit, uint64_t head) {
 }
 
 void RingReader::note_mapping(uint64_t pos, const perf_event_header& hdr) {
-    // MMAP:  {u32 pid, tid; u64 addr, len, pgoff; char filename[]}
-    // MMAP2: {u32 pid, tid; u64 addr, len, pgoff; u32 maj, min; u64 ino, gen; u32 prot, flags; char filename[]}
     const bool v2 = hdr.type == PERF_RECORD_MMAP2;
-    const uint64_t name_at = v2 ? 72 : 40;
+    const uint64_t name_at = v2 ? field::kMmap2Filename : field::kMmapFilename;
     if (hdr.misc & PERF_RECORD_MISC_MMAP_DATA) return;
-    if (v2 && !(load_at<uint32_t>(view_.data, mask_, pos + 64) & 4 /* PROT_EXEC */)) return;
+    if (v2 && !(load_at<uint32_t>(view_.data, mask_, pos + field::kMmap2Prot) & PROT_EXEC)) return;
     if (hdr.size <= name_at) return;
     char name[4096];
     const uint64_t n = std::min<uint64_t>(hdr.size - name_at, sizeof name - 1);

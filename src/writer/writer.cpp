@@ -3,18 +3,24 @@
 #include <cassert>
 #include <cerrno>
 #include <cstring>
+#include <sys/uio.h>
+#include <vector>
 
 namespace ringcap {
 
 namespace {
 constexpr uint32_t kMaxEagain = 1000;  // consecutive EAGAINs on one write before we call it an error
+constexpr unsigned kDirectFile = 0, kBufferedFile = 1;  // indexes in the files given to the loop
 }  // namespace
 
 Writer::Writer(Loop& loop, OutputFile& file, StagingPool& pool, uint64_t data_offset)
     : loop_(loop), file_(file), pool_(pool), slots_(pool.count()), data_offset_(data_offset),
       next_offset_(data_offset), boundaries_(kBoundaries, 0) {
     assert(data_offset % kStagingAlign == 0);
-    loop_.attach_output(file, pool);
+    const int files[2] = {file.direct_fd(), file.buffered_fd()};
+    std::vector<iovec> buffers(pool.count());
+    for (uint32_t i = 0; i < pool.count(); ++i) buffers[i] = {pool.buffer(i), pool.buffer_size()};
+    loop_.attach_output(files, buffers);
 }
 
 void Writer::queue_ready() {
@@ -48,15 +54,15 @@ void Writer::issue(uint32_t index) {
     // O_DIRECT needs offset and length aligned; the unaligned remainder of a short write and the
     // final partial buffer go through the buffered descriptor instead.
     const bool direct = file_.o_direct() && s.offset % kStagingAlign == 0 && len % kStagingAlign == 0;
-    loop_.write(index, direct, pool_.buffer(index) + s.done, len, s.offset);
+    loop_.write(index, direct ? kDirectFile : kBufferedFile, pool_.buffer(index) + s.done, len, s.offset);
     ++stats_.writes;
     if (direct) ++stats_.direct_writes;
 }
 
 void Writer::on_completion(uint32_t index, int res) {
-    if (index == header_slot()) {
-        header_busy_ = false;
-        if (res != int(sizeof header_buf_)) ++stats_.header_failures;
+    if (index == aside_slot()) {
+        aside_busy_ = false;
+        if (res != int(aside_len_)) ++stats_.aside_failures;
         return;
     }
     Slot& s = slots_[index];
@@ -132,14 +138,14 @@ uint64_t Writer::durable_size() {
     return durable_;
 }
 
-bool Writer::publish_header(const void* header, size_t len) {
-    // Keeps the on-disk header's data size current, so a file cut short by SIGKILL or a crash is
-    // still readable up to the last published size. Written through the loop, off the hot path.
-    if (header_busy_ || error_ || len != sizeof header_buf_) return false;
-    std::memcpy(header_buf_, header, len);
-    header_busy_ = true;
-    loop_.write(header_slot(), false, header_buf_, uint32_t(len), 0);
-    ++stats_.header_writes;
+bool Writer::write_aside(const void* p, size_t len, uint64_t offset) {
+    // Off the hot path: a few times a second at most (the crash-safe header).
+    if (aside_busy_ || error_ || len > kAsideMax) return false;
+    std::memcpy(aside_buf_, p, len);
+    aside_len_ = uint32_t(len);
+    aside_busy_ = true;
+    loop_.write(aside_slot(), kBufferedFile, aside_buf_, aside_len_, offset);
+    ++stats_.aside_writes;
     return true;
 }
 
@@ -151,7 +157,7 @@ void Writer::wait_idle() {
         void on_write(uint32_t slot, int res) override { w.on_completion(slot, res); }
         void on_source(Source) override {}
     } handler(*this);
-    while (in_flight_ > 0 || header_busy_) loop_.run_once(handler, true);
+    while (in_flight_ > 0 || aside_busy_) loop_.run_once(handler, true);
 }
 
 }  // namespace ringcap

@@ -13,7 +13,6 @@
 
 #include "ringcap/events.hpp"
 #include "ringcap/perf_data.hpp"
-#include "support.hpp"
 #include "tools.hpp"
 
 using namespace ringcap;
@@ -34,8 +33,7 @@ static_assert(sizeof(Sample) == 56);
 }  // namespace
 
 TEST_CASE("perf script reads a file built by the format layer record for record", "[format]") {
-    const std::string perf = find_perf();
-    if (perf.empty()) skip_test("perf (linux-perf) is not installed: cannot read the file back");
+    const std::string perf = require_perf();
 
     std::vector<AttrEntry> attrs(2);
     SamplingConfig cfg;

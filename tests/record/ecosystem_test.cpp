@@ -4,7 +4,6 @@
 #include <regex>
 #include <sstream>
 
-#include "support.hpp"
 #include "tools.hpp"
 
 namespace {
@@ -13,11 +12,8 @@ const std::string kRingcap = RINGCAP_BINARY;
 const std::string kWorkload = RINGCAP_WORKLOAD;
 
 std::string require_all() {
-    std::string why = kernel_refusal();
-    if (!why.empty()) skip_test(why);
-    std::string perf = find_perf();
-    if (perf.empty()) skip_test("perf (linux-perf) is not installed: cannot compare with perf record");
-    return perf;
+    require_kernel();
+    return require_perf();
 }
 
 // The top line of `perf report --stdio --no-children --sort sym`: {share %, symbol}.

@@ -2,46 +2,20 @@
 // agree with ringcap's own summary.
 #include <catch2/catch.hpp>
 
-#include <regex>
 #include <string>
 #include <sys/stat.h>
 
-#include "support.hpp"
 #include "tools.hpp"
 
 namespace {
 
 const std::string kRingcap = RINGCAP_BINARY;
 
-// Value of key=N in ringcap's final summary line, or -1.
-long long summary_value(const std::string& out, const std::string& key) {
-    auto at = out.find("ringcap: samples=");
-    if (at == std::string::npos) return -1;
-    const std::string line = out.substr(at, out.find('\n', at) - at);
-    std::smatch m;
-    if (std::regex_search(line, m, std::regex("[ :]" + key + "=([0-9]+)"))) return std::stoll(m[1]);
-    return -1;
-}
-
-// "SAMPLE events: N" from perf report --stats (the first, aggregated, occurrence), or -1.
-long long perf_stat(const std::string& out, const std::string& type) {
-    std::smatch m;
-    if (std::regex_search(out, m, std::regex("\\s" + type + " events:\\s+([0-9]+)"))) return std::stoll(m[1]);
-    return -1;
-}
-
-void require_kernel_and_perf(std::string& perf) {
-    std::string why = kernel_refusal();
-    if (!why.empty()) skip_test(why);
-    perf = find_perf();
-    if (perf.empty()) skip_test("perf (linux-perf) is not installed: cannot read the file back");
-}
-
 }  // namespace
 
 TEST_CASE("system-wide record: perf report counts the samples ringcap reports", "[record][integration]") {
-    std::string perf;
-    require_kernel_and_perf(perf);
+    require_kernel();
+    const std::string perf = require_perf();
     TempFile f("record");
     auto rec = run_command(kRingcap + " record -a -e cpu-clock -F 2000 --duration 1 -o " + f.path + " 2>&1");
     INFO(rec.output);
@@ -50,10 +24,10 @@ TEST_CASE("system-wide record: perf report counts the samples ringcap reports", 
     REQUIRE(samples > 0);
     CHECK(summary_value(rec.output, "lost") == 0);
 
-    auto stats = run_command(perf + " report --stats -i " + f.path + " 2>&1");
+    const PerfStats stats = perf_report_stats(perf, f.path);
     INFO(stats.output);
-    REQUIRE(stats.status == 0);
-    CHECK(perf_stat(stats.output, "SAMPLE") == samples);
+    REQUIRE(stats.ok());
+    CHECK(stats.count("SAMPLE") == samples);
 
     // perf script must parse the whole file: exit 0 and nothing on stderr (no warnings).
     auto script = run_command(perf + " script -i " + f.path + " 2>&1 >/dev/null");
@@ -65,8 +39,8 @@ TEST_CASE("system-wide record: perf report counts the samples ringcap reports", 
 }
 
 TEST_CASE("record of a command stops when it exits, an existing file becomes .old", "[record][integration]") {
-    std::string perf;
-    require_kernel_and_perf(perf);
+    require_kernel();
+    const std::string perf = require_perf();
     TempFile f("cmd");
     {
         std::ofstream old(f.path);
@@ -77,13 +51,14 @@ TEST_CASE("record of a command stops when it exits, an existing file becomes .ol
     REQUIRE(rec.status == 0);
     CHECK(rec.output.find("stopped (command exited)") != std::string::npos);
     CHECK(read_file(f.path + ".old") == "previous");
-    auto stats = run_command(perf + " report --stats -i " + f.path + " 2>&1");
-    CHECK(perf_stat(stats.output, "SAMPLE") == summary_value(rec.output, "samples"));
+    const PerfStats stats = perf_report_stats(perf, f.path);
+    INFO(stats.output);
+    CHECK(stats.ok());
+    CHECK(stats.count("SAMPLE") == summary_value(rec.output, "samples"));
 }
 
 TEST_CASE("a start that fails leaves an existing output untouched", "[record][integration]") {
-    std::string why = kernel_refusal();
-    if (!why.empty()) skip_test(why);
+    require_kernel();
     TempFile f("fail");
     {
         std::ofstream old(f.path);
@@ -103,8 +78,7 @@ TEST_CASE("a start that fails leaves an existing output untouched", "[record][in
 }
 
 TEST_CASE("hardware events are refused with the event named", "[record][integration]") {
-    std::string why = kernel_refusal();
-    if (!why.empty()) skip_test(why);
+    require_kernel();
     TempFile f("hw");
     auto rec = run_command(kRingcap + " record -a -e cycles --duration 1 -o " + f.path + " 2>&1");
     if (rec.status == 0) skip_test("this machine has a hardware PMU: cycles is supported here");
@@ -115,8 +89,8 @@ TEST_CASE("hardware events are refused with the event named", "[record][integrat
 
 TEST_CASE("at the maximum rate the file stays in stream order (tick flushes between full buffers)",
           "[record][integration]") {
-    std::string perf;
-    require_kernel_and_perf(perf);
+    require_kernel();
+    const std::string perf = require_perf();
     TempFile f("maxrate");
     // Full 1 MiB buffers and the 0.5 s partial flush interleave here; a flush that overtook queued
     // full buffers put bytes out of order and perf stopped at the seam.
@@ -125,10 +99,9 @@ TEST_CASE("at the maximum rate the file stays in stream order (tick flushes betw
                                " 2>&1");
         INFO(backend << ": " << rec.output);
         REQUIRE(rec.status == 0);
-        auto stats = run_command(perf + " report --stats -i " + f.path + " 2>&1");
+        const PerfStats stats = perf_report_stats(perf, f.path);
         INFO(stats.output);
-        CHECK(stats.status == 0);
-        CHECK(stats.output.find("failed to process") == std::string::npos);
-        CHECK(perf_stat(stats.output, "SAMPLE") == summary_value(rec.output, "samples"));
+        CHECK(stats.ok());
+        CHECK(stats.count("SAMPLE") == summary_value(rec.output, "samples"));
     }
 }

@@ -21,17 +21,11 @@
 #include <unistd.h>
 
 #include "ringcap/perf_data.hpp"
-#include "support.hpp"
 #include "tools.hpp"
 
 namespace {
 
 const std::string kRingcap = RINGCAP_BINARY;
-
-void require_kernel() {
-    std::string why = kernel_refusal();
-    if (!why.empty()) skip_test(why);
-}
 
 // A ringcap child with stdout+stderr captured in a file; `prepare` runs in the child before exec.
 struct Running {
@@ -90,25 +84,12 @@ bool eventually(Cond cond, int tries = 3000) {
     return cond();
 }
 
-long long perf_samples(const std::string& perf, const std::string& path, int* status = nullptr) {
-    auto r = run_command(perf + " report --stats -i " + path + " 2>&1");
-    if (status) *status = r.status;
-    std::smatch m;
-    if (std::regex_search(r.output, m, std::regex("\\sSAMPLE events:\\s+([0-9]+)"))) return std::stoll(m[1]);
-    return -1;
-}
-
-long long summary_samples(const std::string& out) {
-    std::smatch m;
-    if (std::regex_search(out, m, std::regex("ringcap: samples=([0-9]+)"))) return std::stoll(m[1]);
-    return -1;
-}
 
 }  // namespace
 
 TEST_CASE("SIGINT, SIGTERM and SIGHUP end a record cleanly, a second SIGINT does no harm", "[reliability]") {
     require_kernel();
-    const std::string perf = find_perf();
+    const std::string perf = require_perf();
     TempFile f("signal"), log("signal-log");
     for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
         INFO("signal " << sigabbrev_np(sig));
@@ -124,14 +105,15 @@ TEST_CASE("SIGINT, SIGTERM and SIGHUP end a record cleanly, a second SIGINT does
         INFO(out);
         CHECK(rc == 0);
         CHECK(out.find(std::string("stopped (SIG") + sigabbrev_np(sig) + ")") != std::string::npos);
-        if (!perf.empty()) CHECK(perf_samples(perf, f.path) == summary_samples(out));
+        const PerfStats stats = perf_report_stats(perf, f.path);
+        CHECK(stats.ok());
+        CHECK(stats.count("SAMPLE") == summary_value(out, "samples"));
     }
 }
 
 TEST_CASE("after SIGKILL perf still reads the file up to the last refreshed header", "[reliability]") {
     require_kernel();
-    const std::string perf = find_perf();
-    if (perf.empty()) skip_test("perf (linux-perf) is not installed");
+    const std::string perf = require_perf();
     TempFile f("kill9"), log("kill9-log");
     // A low rate: a 1 MiB staging buffer would take minutes to fill, so data reaches the disk (and
     // the header) only through the 0.5 s idle flush.
@@ -140,16 +122,16 @@ TEST_CASE("after SIGKILL perf still reads the file up to the last refreshed head
     REQUIRE(eventually([&] { return header_data_size(f.path) > 0; }));
     kill(r.pid, SIGKILL);
     CHECK(wait_exit(r) == 128 + SIGKILL);
-    int status = -1;
-    CHECK(perf_samples(perf, f.path, &status) > 0);
-    CHECK(status == 0);
+    const PerfStats stats = perf_report_stats(perf, f.path);
+    CHECK(stats.ok());
+    CHECK(stats.count("SAMPLE") > 0);
     auto script = run_command(perf + " script -i " + f.path + " 2>&1 >/dev/null");
     CHECK(script.output.empty());
 }
 
 TEST_CASE("a full disk stops the capture with a valid file and exit status 1", "[reliability]") {
     require_kernel();
-    const std::string perf = find_perf();
+    const std::string perf = require_perf();
     char dir[] = "/tmp/ringcap-full-XXXXXX";
     REQUIRE(mkdtemp(dir));
     if (mount("ringcap-test", dir, "tmpfs", 0, "size=384k") != 0) {
@@ -171,18 +153,16 @@ TEST_CASE("a full disk stops the capture with a valid file and exit status 1", "
     const long long kept = std::stoll(m[1]);
     CHECK(kept > 0);
     CHECK(header_data_size(out) == uint64_t(kept));
-    if (!perf.empty()) {
-        int status = -1;
-        CHECK(perf_samples(perf, out, &status) > 0);
-        CHECK(status == 0);
-    }
+    const PerfStats stats = perf_report_stats(perf, out);
+    CHECK(stats.ok());
+    CHECK(stats.count("SAMPLE") > 0);
     umount2(dir, MNT_DETACH);
     rmdir(dir);
 }
 
 TEST_CASE("io_uring refused by seccomp: epoll fallback says why, --backend uring fails", "[reliability]") {
     require_kernel();
-    const std::string perf = find_perf();
+    const std::string perf = require_perf();
     // In the child: make io_uring_setup fail with EPERM, as a container's seccomp profile does.
     auto block_uring = [] {
         sock_filter filter[] = {
@@ -202,7 +182,7 @@ TEST_CASE("io_uring refused by seccomp: epoll fallback says why, --backend uring
     INFO(text);
     CHECK(text.find("io_uring unavailable, using epoll: io_uring_setup failed: Operation not permitted") !=
           std::string::npos);
-    if (!perf.empty()) CHECK(perf_samples(perf, f.path) == summary_samples(text));
+    CHECK(perf_report_stats(perf, f.path).count("SAMPLE") == summary_value(text, "samples"));
 
     Running r2 = spawn({"record", "-a", "--backend", "uring", "--duration", "0.5", "-o", f.path + ".u"}, log.path,
                        block_uring);
@@ -215,7 +195,7 @@ TEST_CASE("io_uring refused by seccomp: epoll fallback says why, --backend uring
 
 TEST_CASE("rings above the locked-memory limit are halved instead of failing", "[reliability]") {
     require_kernel();
-    const std::string perf = find_perf();
+    const std::string perf = require_perf();
     TempFile f("mlock"), log("mlock-log");
     // Without CAP_IPC_LOCK, ring memory beyond kernel.perf_event_mlock_kb is charged to
     // RLIMIT_MEMLOCK; with a 64 KiB limit a 4 MiB ring per CPU cannot be mapped (perf fails here).
@@ -233,7 +213,7 @@ TEST_CASE("rings above the locked-memory limit are halved instead of failing", "
         skip_test("even the smallest ring is above this machine's locked-memory limit");
     REQUIRE(rc == 0);
     CHECK(text.find("ring memory for -m 1024 was refused (above the locked-memory limit") != std::string::npos);
-    if (!perf.empty()) CHECK(perf_samples(perf, f.path) == summary_samples(text));
+    CHECK(perf_report_stats(perf, f.path).count("SAMPLE") == summary_value(text, "samples"));
 }
 
 TEST_CASE("bad command lines: one-line error, exit 2, no file, an existing perf.data untouched", "[reliability][cli]") {

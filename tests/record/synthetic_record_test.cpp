@@ -1,67 +1,64 @@
-// The collector on synthetic rings (the bench's many-ring source): the same loop, reader and writer
-// as for perf rings, and the file must be a perf.data that perf reads with the same counts.
+// The coordinator and collector on synthetic rings (the test kit's source behind the RingSource
+// seam): the same loop, reader, staging and writer as for perf rings, and the file must be a
+// perf.data that perf reads with the same counts.
 #include <catch2/catch.hpp>
 
-#include <liburing.h>
-#include <regex>
+#include <algorithm>
 #include <sstream>
 
-#include "ringcap/perf_data_reader.hpp"
 #include "ringcap/recorder.hpp"
-#include "support.hpp"
+#include "testkit/perf_data_reader.hpp"
+#include "testkit/synthetic_source.hpp"
 #include "tools.hpp"
 
 using namespace ringcap;
 
 namespace {
 
-void require_uring() {
-    io_uring ring;
-    if (int rc = io_uring_queue_init(4, &ring, 0); rc < 0)
-        skip_test(std::string("io_uring_setup refused: ") + std::strerror(-rc));
-    io_uring_queue_exit(&ring);
-}
+struct SyntheticRun {
+    RecordSummary sum;
+    uint64_t offered = 0;
+    std::string log;
+};
 
-long long perf_count(const std::string& out, const std::string& what) {
-    std::smatch m;
-    if (std::regex_search(out, m, std::regex("\\s" + what + " events:\\s+([0-9]+)"))) return std::stoll(m[1]);
-    return -1;
-}
-
-RecordSummary record_synthetic(const std::string& path, unsigned rings, double mb_per_ring, size_t pages,
-                               std::string* log_out) {
+SyntheticRun record_synthetic(const std::string& path, unsigned rings, double mb_per_ring, size_t pages,
+                              size_t staging_buffers = 0, size_t staging_kb = 1024) {
+    SyntheticConfig cfg;
+    cfg.rings = rings;
+    cfg.mb_per_ring = mb_per_ring;
+    cfg.record_bytes = 2048;
+    SyntheticSource source(cfg);
     RecordOptions o;
-    o.synthetic.rings = rings;
-    o.synthetic.mb_per_ring = mb_per_ring;
-    o.synthetic.record_bytes = 2048;
     o.mmap_pages = pages;
     o.duration_s = 0.3;
     o.output = path;
     o.build_ids = false;
+    o.staging_buffers = staging_buffers;
+    o.staging_buffer_bytes = staging_kb * 1024;
     std::ostringstream log;
-    RecordSummary sum;
-    const int rc = run_record(o, log, &sum);
-    *log_out = log.str();
-    INFO(*log_out);
+    SyntheticRun run;
+    const int rc = run_record(o, source, log, &run.sum);
+    run.log = log.str();
+    run.offered = source.offered();
+    INFO(run.log);
     REQUIRE(rc == 0);
-    return sum;
+    return run;
 }
 
 }  // namespace
 
 TEST_CASE("synthetic rings: 64 rings drained into a perf.data that perf counts the same", "[record][synthetic]") {
     require_uring();
-    const std::string perf = find_perf();
-    if (perf.empty()) skip_test("perf (linux-perf) is not installed: cannot read the file back");
+    const std::string perf = require_perf();
     TempFile f("synth");
-    std::string log;
-    const RecordSummary sum = record_synthetic(f.path, 64, 1.0, 8, &log);
-    INFO(log);
+    const SyntheticRun run = record_synthetic(f.path, 64, 1.0, 8);
+    const RecordSummary& sum = run.sum;
+    INFO(run.log);
     CHECK(sum.backend == "io_uring");
     CHECK(sum.cpus.size() == 64);
     REQUIRE(sum.total.samples > 0);
     // Every sample offered is in the file or counted as dropped.
-    CHECK(sum.synthetic_offered == sum.total.samples + sum.kernel_lost);
+    CHECK(run.offered == sum.total.samples + sum.kernel_lost);
     CHECK(sum.total.bad_headers == 0);
     for (const auto& c : sum.cpus) CHECK(c.ring.samples > 0);  // every ring was polled and drained
 
@@ -73,23 +70,23 @@ TEST_CASE("synthetic rings: 64 rings drained into a perf.data that perf counts t
     CHECK(file->counts.unknown_ids == 0);
     CHECK(!file->counts.truncated);
 
-    auto stats = run_command(perf + " report --stats -i " + f.path + " 2>&1");
+    const PerfStats stats = perf_report_stats(perf, f.path);
     INFO(stats.output);
-    REQUIRE(stats.status == 0);
-    CHECK(perf_count(stats.output, "SAMPLE") == (long long)sum.total.samples);
+    REQUIRE(stats.ok());
+    CHECK(stats.count("SAMPLE") == (long long)sum.total.samples);
 }
 
 TEST_CASE("synthetic rings: drops at full rings reach the file as LOST and LOST_SAMPLES", "[record][synthetic]") {
     require_uring();
     TempFile f("synth-drop");
-    std::string log;
     // 2 rings of one page at 100 MB/s each: 4 KiB holds one 2 KiB sample and a bit, and the collector
     // wakes at a quarter of that; drops are certain.
-    const RecordSummary sum = record_synthetic(f.path, 2, 100.0, 1, &log);
-    INFO(log);
+    const SyntheticRun run = record_synthetic(f.path, 2, 100.0, 1);
+    const RecordSummary& sum = run.sum;
+    INFO(run.log);
     REQUIRE(sum.kernel_lost > 0);
-    CHECK(sum.synthetic_offered == sum.total.samples + sum.kernel_lost);
-    CHECK(log.find("dropped") != std::string::npos);
+    CHECK(run.offered == sum.total.samples + sum.kernel_lost);
+    CHECK(run.log.find("dropped") != std::string::npos);
     std::string err;
     auto file = read_perf_data(f.path, &err);
     REQUIRE(file);
@@ -97,4 +94,23 @@ TEST_CASE("synthetic rings: drops at full rings reach the file as LOST and LOST_
     CHECK(file->counts.lost_samples == sum.kernel_lost);
     CHECK(file->counts.lost > 0);  // in-stream LOST records, as the kernel writes
     CHECK(file->counts.lost <= sum.kernel_lost);
+}
+
+TEST_CASE("synthetic rings: with staging short, the rings take turns (no ring starves)", "[record][synthetic]") {
+    require_uring();
+    TempFile f("synth-fair");
+    // 32 rings filled whenever there is room; staging (4 x 128 KiB) holds far less than the rings
+    // (32 x 32 KiB... x 4), so most passes end early. A pass that always began at ring 0 gave the
+    // first rings almost everything and the last ones a ring's worth (bench/synth.cpp, README).
+    const SyntheticRun run = record_synthetic(f.path, 32, 0, 8, 4, 128);
+    const RecordSummary& sum = run.sum;
+    INFO(run.log);
+    REQUIRE(sum.total.partial_drains > 0);  // staging really was short
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (const auto& c : sum.cpus) {
+        lo = std::min(lo, c.ring.samples);
+        hi = std::max(hi, c.ring.samples);
+    }
+    INFO("samples per ring: min " << lo << ", max " << hi);
+    CHECK(lo * 2 >= hi);
 }

@@ -157,13 +157,13 @@ TEST_CASE("Writer issues all ready buffers before one enter, at consecutive offs
     // queue_ready issues all six writes (SQEs on io_uring: 6 < SQ 16, so no early submit) without
     // entering the kernel's wait: they go out together with the next enter.
     CHECK(r.loop->stats().writes - l0.writes == 6);
-    CHECK(r.loop->stats().enters == l0.enters);
+    CHECK(r.loop->stats().waits == l0.waits);
     CHECK(r.writer.in_flight() == 6);
     CHECK(r.pool.free_count() == 2);
 
     // One enter submits the whole batch; nothing is issued after it.
     r.pump();
-    CHECK(r.loop->stats().enters - l0.enters == 1);
+    CHECK(r.loop->stats().waits - l0.waits == 1);
     CHECK(r.writer.in_flight() < 6);  // at least one completion came back from that enter
     r.writer.wait_idle();
     CHECK(r.loop->stats().writes - l0.writes == 6);  // nothing was resubmitted
@@ -506,7 +506,7 @@ TEST_CASE("Writer's durable size is the last marked boundary wholly on disk", "[
     }
 }
 
-TEST_CASE("Writer publishes the header at offset 0, one at a time", "[writer]") {
+TEST_CASE("Writer writes aside (the header) at its offset, one at a time", "[writer]") {
     const Backend be = GENERATE(Backend::Epoll, Backend::Uring);
     INFO("backend " << backend_name(be));
     Rig r(be, kBuf, 8);
@@ -518,13 +518,14 @@ TEST_CASE("Writer publishes the header at offset 0, one at a time", "[writer]") 
     REQUIRE(r.fill(2 * kBuf) == 2 * kBuf);
     r.writer.queue_ready();
 
-    CHECK_FALSE(r.writer.publish_header(h1, 100));  // only a whole perf header
-    CHECK(r.writer.publish_header(h1, sizeof h1));
-    CHECK_FALSE(r.writer.publish_header(h2, sizeof h2));  // the first is still in flight
-    r.writer.wait_idle();  // also waits for the header
-    CHECK(r.writer.stats().header_writes == 1);
-    CHECK(r.writer.stats().header_failures == 0);
-    CHECK(r.writer.stats().writes == 2);  // header writes are counted apart
+    uint8_t big[Writer::kAsideMax + 1] = {};
+    CHECK_FALSE(r.writer.write_aside(big, sizeof big, 0));  // small writes only
+    CHECK(r.writer.write_aside(h1, sizeof h1, 0));
+    CHECK_FALSE(r.writer.write_aside(h2, sizeof h2, 0));  // the first is still in flight
+    r.writer.wait_idle();  // also waits for the aside write
+    CHECK(r.writer.stats().aside_writes == 1);
+    CHECK(r.writer.stats().aside_failures == 0);
+    CHECK(r.writer.stats().writes == 2);  // aside writes are counted apart
 
     auto read_head = [&] {
         UniqueFd fd(::open(r.tmp.path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -534,7 +535,7 @@ TEST_CASE("Writer publishes the header at offset 0, one at a time", "[writer]") 
         return b;
     };
     CHECK(read_head() == std::vector<uint8_t>(h1, h1 + sizeof h1));
-    CHECK(r.writer.publish_header(h2, sizeof h2));  // not busy any more: a refresh
+    CHECK(r.writer.write_aside(h2, sizeof h2, 0));  // not busy any more: a refresh
     r.writer.wait_idle();
     CHECK(read_head() == std::vector<uint8_t>(h2, h2 + sizeof h2));
     CHECK(first_mismatch(r.tmp.path, kDataOffset, 2 * kBuf, sizeof h2) == -1);  // data and the gap intact
@@ -545,8 +546,8 @@ TEST_CASE("Writer publishes the header at offset 0, one at a time", "[writer]") 
     r.writer.queue_ready();
     r.writer.wait_idle();
     REQUIRE(r.writer.failed());
-    CHECK_FALSE(r.writer.publish_header(h1, sizeof h1));
-    CHECK(r.writer.stats().header_writes == 2);
+    CHECK_FALSE(r.writer.write_aside(h1, sizeof h1, 0));
+    CHECK(r.writer.stats().aside_writes == 2);
 }
 
 TEST_CASE("OutputFile appears at its path only when published", "[writer]") {

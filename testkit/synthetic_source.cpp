@@ -1,4 +1,4 @@
-#include "ringcap/synthetic.hpp"
+#include "testkit/synthetic_source.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -53,7 +53,7 @@ uint32_t stack_bytes(const SyntheticConfig& cfg) {
 
 }  // namespace
 
-struct SyntheticSource::Ring {
+struct SyntheticSource::Producer {
     perf_event_mmap_page* page = nullptr;
     std::byte* data = nullptr;
     uint64_t size = 0, mask = 0;
@@ -105,52 +105,55 @@ perf_event_attr synthetic_attr(const SyntheticConfig& cfg, const SamplingConfig&
     return a;
 }
 
-SyntheticSource::SyntheticSource(const SyntheticConfig& cfg, const perf_event_attr& attr, size_t data_pages,
-                                 uint64_t first_id)
-    : cfg_(cfg) {
+SyntheticSource::SyntheticSource(const SyntheticConfig& cfg, uint64_t first_id)
+    : cfg_(cfg), first_id_(first_id), specs_{synthetic_event()} {
     if (cfg_.threads == 0) cfg_.threads = 1;
+}
+
+SyntheticSource::~SyntheticSource() { disable(); }
+
+void SyntheticSource::open(const std::vector<perf_event_attr>& attrs, size_t data_pages) {
+    const perf_event_attr& attr = attrs.front();
     const uint64_t ring_bytes = uint64_t(data_pages) * page_size();
     // The kernel's rule: wake every wakeup_watermark bytes (default half the ring).
     watermark_ = attr.watermark && attr.wakeup_watermark ? attr.wakeup_watermark : uint32_t(ring_bytes / 2);
     const long online = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-    rings_.resize(cfg_.rings);
+    std::vector<SourceRing> rings(cfg_.rings);
+    std::vector<Producer> producers(cfg_.rings);
     for (unsigned i = 0; i < cfg_.rings; ++i) {
         auto rb = RingBuffer::anonymous(data_pages);
         if (!rb) throw Error("synthetic ring " + std::to_string(i) + ": mmap: " + errno_text(errno));
         UniqueFd efd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
         if (!efd) throw Error("eventfd: " + errno_text(errno) + " (raise RLIMIT_NOFILE: ulimit -n)");
-        Ring& r = rings_[i];
+        Producer& p = producers[i];
         const RingView v = rb->view();
-        r.page = v.page;
-        r.data = v.data;
-        r.size = v.size;
-        r.mask = v.size - 1;
-        r.efd = efd.get();
-        r.id = first_id + i;
-        r.cpu = uint32_t(i % unsigned(online));
-        CpuEvents ce;
-        ce.cpu = int(i);
+        p.page = v.page;
+        p.data = v.data;
+        p.size = v.size;
+        p.mask = v.size - 1;
+        p.efd = efd.get();
+        p.id = first_id_ + i;
+        p.cpu = uint32_t(i % unsigned(online));
+        SourceRing& r = rings[i];
+        r.cpu = int(i);
         OpenEvent ev;
         ev.fd = std::move(efd);
-        ev.id = r.id;
+        ev.id = p.id;
         ev.cpu = int(i);
-        ce.events.push_back(std::move(ev));
-        ce.ring = std::move(*rb);
-        pending_.push_back(std::move(ce));
+        r.events.push_back(std::move(ev));
+        r.ring = std::move(*rb);
     }
+    rings_ = std::move(rings);
+    producers_ = std::move(producers);
 }
 
-SyntheticSource::~SyntheticSource() { stop(); }
-
-std::vector<CpuEvents> SyntheticSource::take_rings() { return std::move(pending_); }
-
-void SyntheticSource::start() {
+void SyntheticSource::enable() {
     stop_.store(false, std::memory_order_relaxed);
     for (unsigned t = 0; t < std::min<unsigned>(cfg_.threads, cfg_.rings); ++t)
         threads_.emplace_back([this, t] { produce(t); });
 }
 
-void SyntheticSource::stop() {
+void SyntheticSource::disable() {
     stop_.store(true, std::memory_order_relaxed);
     for (auto& t : threads_) t.join();
     threads_.clear();
@@ -162,8 +165,8 @@ void SyntheticSource::produce(unsigned thread) {
     const bool rated = cfg_.mb_per_ring > 0;
     const double samples_per_ns = rated ? cfg_.mb_per_ring * 1e6 / double(rec_size) / 1e9 : 0;
     const uint32_t pid = uint32_t(::getpid());
-    std::vector<Ring*> mine;
-    for (size_t i = thread; i < rings_.size(); i += cfg_.threads) mine.push_back(&rings_[i]);
+    std::vector<Producer*> mine;
+    for (size_t i = thread; i < producers_.size(); i += cfg_.threads) mine.push_back(&producers_[i]);
 
     SampleHead s{};
     s.header.type = PERF_RECORD_SAMPLE;
@@ -190,7 +193,7 @@ void SyntheticSource::produce(unsigned thread) {
     while (!stop_.load(std::memory_order_relaxed)) {
         const uint64_t now = now_ns();
         bool wrote_any = false;
-        for (Ring* r : mine) {
+        for (Producer* r : mine) {
             // Acquire pairs with the reader's release store of data_tail: the bytes it has released
             // are no longer read, so we may overwrite them (the kernel's smp_mb after reading tail).
             const uint64_t tail = __atomic_load_n(&r->page->data_tail, __ATOMIC_ACQUIRE);
@@ -270,19 +273,19 @@ void SyntheticSource::produce(unsigned thread) {
 
 std::vector<LostReading> SyntheticSource::lost_counts() const {
     std::vector<LostReading> out;
-    for (const auto& r : rings_)
+    for (const auto& r : producers_)
         if (r.dropped) out.push_back({r.id, int(r.cpu), 0, r.dropped});
     return out;
 }
 
 uint64_t SyntheticSource::written() const {
     uint64_t n = 0;
-    for (const auto& r : rings_) n += r.written;
+    for (const auto& r : producers_) n += r.written;
     return n;
 }
 uint64_t SyntheticSource::dropped() const {
     uint64_t n = 0;
-    for (const auto& r : rings_) n += __atomic_load_n(&r.dropped, __ATOMIC_RELAXED);
+    for (const auto& r : producers_) n += __atomic_load_n(&r.dropped, __ATOMIC_RELAXED);
     return n;
 }
 uint64_t SyntheticSource::offered() const { return written() + dropped(); }

@@ -1,4 +1,4 @@
-#include "ringcap/perf_data_reader.hpp"
+#include "testkit/perf_data_reader.hpp"
 
 #include <cstring>
 #include <fstream>
@@ -89,7 +89,7 @@ std::optional<PerfDataFile> read_perf_data(const std::string& path, std::string*
         switch (h.type) {
             case PERF_RECORD_SAMPLE: {
                 ++c.samples;
-                get(buf, p + 8, v);  // IDENTIFIER comes first
+                get(buf, p + field::kSampleIdentifier, v);
                 bool found = false;
                 for (size_t i = 0; i < f.attrs.size() && !found; ++i)
                     for (uint64_t id : f.attrs[i].ids)
@@ -103,10 +103,10 @@ std::optional<PerfDataFile> read_perf_data(const std::string& path, std::string*
             }
             case PERF_RECORD_LOST:
                 ++c.lost_records;
-                if (get(buf, p + 16, v)) c.lost += v;
+                if (get(buf, p + field::kLostCount, v)) c.lost += v;
                 break;
             case PERF_RECORD_LOST_SAMPLES:
-                if (get(buf, p + 8, v)) c.lost_samples += v;
+                if (get(buf, p + field::kLostSamplesCount, v)) c.lost_samples += v;
                 break;
             case kRecordFinishedRound:
                 ++c.finished_rounds;

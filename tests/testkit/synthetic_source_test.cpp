@@ -1,5 +1,5 @@
-// The synthetic source (bench): rings in ordinary memory that producer threads fill like the kernel.
-// Drained here by the real RingReader; the file it leads to is checked by perf in tests/record.
+// The test kit's synthetic source: rings in ordinary memory that producer threads fill like the
+// kernel. Drained here by the real RingReader; the file it leads to is checked by perf in tests/record.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -8,20 +8,20 @@
 
 #include "ringcap/ring.hpp"
 #include "ringcap/staging.hpp"
-#include "ringcap/synthetic.hpp"
+#include "testkit/synthetic_source.hpp"
 
 using namespace ringcap;
 
 namespace {
 
 struct Drainer {
-    std::vector<CpuEvents> rings;
+    std::span<SourceRing> rings;
     IdMap ids;
     std::vector<EventCounters> events{1};
     std::vector<RingReader> readers;
     StagingPool pool{1u << 20, 4};
 
-    explicit Drainer(std::vector<CpuEvents> r) : rings(std::move(r)) {
+    explicit Drainer(std::span<SourceRing> r) : rings(r) {
         for (const auto& c : rings) ids.add(c.events.front().id, 0);
         for (const auto& c : rings) readers.emplace_back(c.ring.view(), &ids, events);
     }
@@ -60,8 +60,11 @@ TEST_CASE("synthetic rings have a perf ring's layout, every sample written is dr
     CHECK((attr.sample_type & PERF_SAMPLE_IDENTIFIER));
     CHECK(attr.sample_stack_user == 1000 - 80);
 
-    SyntheticSource src(cfg, attr, 4, 100);
-    Drainer d(src.take_rings());
+    SyntheticSource src(cfg, 100);
+    CHECK(src.ring_count() == 3);
+    CHECK_FALSE(src.level_triggered_ok());  // eventfds: io_uring only
+    src.open({attr}, 4);
+    Drainer d(src.rings());
     REQUIRE(d.rings.size() == 3);
     for (size_t i = 0; i < 3; ++i) {
         const RingView v = d.rings[i].ring.view();
@@ -69,7 +72,7 @@ TEST_CASE("synthetic rings have a perf ring's layout, every sample written is dr
         CHECK(v.data == reinterpret_cast<std::byte*>(v.page) + page_size());
         CHECK(d.rings[i].events.front().id == 100 + i);
     }
-    src.start();
+    src.enable();
     // Drain until each ring has wrapped many times (16 KiB rings, 1000-byte samples).
     auto all_wrapped = [&] {
         for (const auto& rd : d.readers)
@@ -80,7 +83,7 @@ TEST_CASE("synthetic rings have a perf ring's layout, every sample written is dr
     // The producer signalled its eventfd (the "owner fd" the collector polls) at the watermark.
     pollfd p{d.rings[0].owner_fd(), POLLIN, 0};
     CHECK(::poll(&p, 1, 0) == 1);
-    src.stop();
+    src.disable();
     d.pass();
     CHECK(d.samples() == src.written());
     CHECK(src.dropped() == 0);
@@ -95,14 +98,15 @@ TEST_CASE("synthetic rings drop like the kernel when full: counted, then reporte
     cfg.mb_per_ring = 200;  // 200 MB/s into a 16 KiB ring that nobody drains yet
     cfg.record_bytes = 4096;
     SamplingConfig sampling;
-    SyntheticSource src(cfg, synthetic_attr(cfg, sampling), 4, 7);
-    Drainer d(src.take_rings());
-    src.start();
+    SyntheticSource src(cfg, 7);
+    src.open({synthetic_attr(cfg, sampling)}, 4);
+    Drainer d(src.rings());
+    src.enable();
     while (src.dropped() == 0) {
     }  // the ring filled and a due sample found no room
     // Room again: the next record the producer writes is the LOST record for those drops.
     while (d.readers[0].counters().lost_records == 0) d.pass();
-    src.stop();
+    src.disable();
     d.pass();
     CHECK(d.samples() == src.written());
     CHECK(d.lost_in_records() > 0);

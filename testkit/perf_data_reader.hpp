@@ -1,6 +1,6 @@
-// A minimal reader of perf.data files (file mode): header, attrs with ids, event names from
-// EVENT_DESC, and a walk over the data section. ringcap uses it to check its own output in tests
-// and to count what a file holds independently of the recorder's counters.
+// Test kit (tests and bench only, not in the product): a minimal reader of perf.data files (file
+// mode): header, attrs with ids, event names from EVENT_DESC, and a walk over the data section. The
+// tests use it to count what a file holds independently of the recorder's counters.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,150 @@
+// A collector drains a set of rings into one output stream: its own Loop (multishot polls, writes),
+// StagingPool, Writer side and counters, and the pass, round, idle-flush and hang-up logic. It shares
+// no mutable state with anything else while it runs, so several can later run on threads of their
+// own; today the record runs one, on the main thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ringcap/loop.hpp"
+#include "ringcap/ring.hpp"
+#include "ringcap/source.hpp"
+#include "ringcap/staging.hpp"
+#include "ringcap/writer.hpp"
+
+namespace ringcap {
+
+struct CollectorConfig {
+    LoopConfig loop;                 // backend and sizes (RecordPlan::loop)
+    size_t staging_buffers = 16;
+    size_t staging_buffer_bytes = 1u << 20;
+    size_t events = 0;               // events in the record (per-event counters)
+    bool track_dsos = false;         // remember the ELF files mapped executable (BUILD_ID feature)
+    int realtime_priority = 0;       // -r: SCHED_FIFO for the collector's thread (0 = normal)
+    double tick_seconds = 0.5;       // idle flush; bounds what a crash loses to about this much
+};
+
+// How run() ended.
+enum class StopCause { Requested, AllHungUp, WriteError };
+
+// The collector's view of the record session.
+class CollectorControl {
+public:
+    virtual ~CollectorControl() = default;
+    // A control source watched on the collector's loop fired (Signal, Child, Timer).
+    virtual void on_control(Source s) = 0;
+    // Checked before every pass of run(); true ends it.
+    virtual bool stop_requested() const = 0;
+    // After every pass of run(), on the collector's thread (the crash-safe header).
+    virtual void after_pass() = 0;
+};
+
+// Counters of one ring.
+struct RingSummary {
+    int cpu = -1;
+    RingCounters ring;
+    uint64_t wakeups = 0;  // readiness notifications (CQEs or epoll events)
+    bool hung_up = false;  // every fd of the ring hung up; retired from the loop
+};
+
+// Everything a collector counts, copied at one moment.
+struct CollectorSnapshot {
+    std::vector<RingSummary> rings;
+    std::vector<EventCounters> events;  // by event index
+    LoopStats loop;
+    WriterStats writer;
+    uint64_t rounds = 0;              // FINISHED_ROUND records written
+    uint64_t hangups = 0;             // fds retired after POLLHUP/POLLERR
+    uint64_t waits_after_hangup = 0;  // loop waits once every ring had hung up (bounded: no spin)
+    uint64_t ring_bytes = 0;          // ring memory mapped
+    uint64_t staging_bytes = 0;
+};
+
+class Collector final : public LoopHandler, public MmapObserver {
+public:
+    // Builds the loop (with Backend::Auto, a refused io_uring falls back to epoll and
+    // fallback_reason() says why) and staging for `rings`, which must stay mapped while the
+    // collector lives. Applies -r to the calling thread, which is the one that runs the collector.
+    Collector(const CollectorConfig& cfg, std::span<const SourceRing> rings, CollectorControl& control,
+              std::ostream& log);
+    ~Collector() override;
+    Collector(const Collector&) = delete;
+    Collector& operator=(const Collector&) = delete;
+
+    const Loop& loop() const { return *loop_; }
+    const std::string& fallback_reason() const { return fallback_reason_; }
+
+    // Sends the stream to `file` from `data_offset` on. Before arm().
+    void attach(OutputFile& file, uint64_t data_offset);
+    Writer& writer() { return *writer_; }
+    // Control sources to watch on this collector's loop, and the duration timer.
+    void watch_control(Source s, int fd);
+    void set_timer(double seconds);
+    // Arms one poll per ring (all mapped: seed 000) and the tick, and submits them.
+    void arm();
+
+    // Appends one whole record (synthesized records, LOST_SAMPLES) to the stream, waiting for
+    // writes to complete when staging is full. Nothing is appended once a write has failed.
+    void append(const void* record, size_t size);
+    // Drains the rings until control asks to stop, every ring has hung up, or a write fails.
+    StopCause run();
+    // Once the source has stopped: passes until every ring is empty (or a write failed).
+    void drain_rest();
+    // Sends everything staged to the file and waits for every write.
+    void flush();
+
+    CollectorSnapshot snapshot() const;
+    const std::set<std::string>& dsos() const { return dsos_; }
+
+    // LoopHandler
+    void on_ring(uint32_t ring, uint32_t which, int revents) override;
+    void on_write(uint32_t slot, int res) override { writer_->on_completion(slot, res); }
+    void on_source(Source s) override;
+    // MmapObserver: the DSOs mapped executable, for the BUILD_ID feature.
+    void on_exec_mapping(const char* filename, bool kernel) override;
+
+private:
+    struct RingState {
+        const SourceRing* src = nullptr;
+        RingReader reader;
+        IdMap ids;
+        uint32_t watching = 0;       // which of the ring's event fds is polled (0 = owner)
+        bool retired = false;        // every fd hung up: no longer polled
+        bool final_drained = false;  // retired and emptied
+        uint64_t wakeups = 0;
+    };
+
+    bool pass(bool allow_round);
+    bool round_due() const;
+    void mark_round();
+    void flush_idle_staging();
+
+    CollectorControl& control_;
+    std::ostream& log_;
+    double tick_seconds_;
+    std::vector<EventCounters> events_;  // before rings_: the readers point into it
+    std::vector<RingState> rings_;
+    std::unique_ptr<StagingPool> staging_;
+    std::unique_ptr<Loop> loop_;
+    std::optional<Writer> writer_;
+    std::string fallback_reason_;
+    std::set<std::string> dsos_;
+
+    size_t start_ = 0;  // the ring each pass starts at (see pass())
+    size_t live_rings_ = 0;
+    bool tick_ = false;
+    bool stopping_ = false;
+    uint64_t rounds_ = 0, hangups_ = 0, waits_at_all_hung_up_ = 0;
+    uint64_t unrounded_bytes_ = 0;  // drained since the last FINISHED_ROUND
+    int64_t last_round_ns_ = 0;     // steady clock
+};
+
+}  // namespace ringcap

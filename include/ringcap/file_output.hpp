@@ -1,0 +1,49 @@
+// The perf.data file of a record (file mode): created under a temporary name with a provisional
+// header, published once setup succeeded, its header kept current while recording (crash safety),
+// and finished with the feature sections and the final header. The collectors' Writers fill its data
+// section. A pipe or a rotating set of files would be other outputs beside this one.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ringcap/perf_data.hpp"
+#include "ringcap/writer.hpp"
+
+namespace ringcap {
+
+class FileOutput {
+public:
+    // Creates the file next to `path` (nothing at `path` changes yet) with a provisional header
+    // (data size 0), so the file is recognisable from its first write. Throws Error naming the cause.
+    FileOutput(const std::string& path, bool allow_direct, std::vector<AttrEntry> attrs);
+
+    OutputFile& file() { return file_; }
+    const std::vector<AttrEntry>& attrs() const { return attrs_; }
+    uint64_t data_offset() const { return data_offset_; }
+    // Setup succeeded: moves the file into place; an existing one becomes .old (as perf does).
+    void publish() { file_.publish(); }
+
+    // Keeps the on-disk header's data size at the writer's durable size (the last record boundary
+    // wholly on disk), so perf reads a file cut short by SIGKILL up to there. Through the writer's
+    // loop, a few times a second at most.
+    void refresh_header(Writer& writer);
+
+    // The final file for `data_size` bytes of data: cuts what a failed write may have left beyond
+    // them, writes the features after the data and the final header. Returns "" or, when even the
+    // small feature block did not fit (a full disk), why the file has no features. Throws Error
+    // (exit status 1) if the file cannot be cut or its header written.
+    std::string finish(uint64_t data_size, const HostInfo& host, const std::vector<std::byte>& tracing_data,
+                       const std::vector<std::byte>& build_ids);
+
+private:
+    OutputFile file_;
+    std::vector<AttrEntry> attrs_;
+    uint64_t data_offset_ = 0;
+    uint64_t published_size_ = 0;
+    std::chrono::steady_clock::time_point published_at_{};
+};
+
+}  // namespace ringcap

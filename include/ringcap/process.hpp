@@ -1,0 +1,68 @@
+// What a record does to its own process and to the command it runs: the stop signals, the recorded
+// command (forked early, started once the events are ready), resource limits, scheduling priority.
+#pragma once
+
+#include <csignal>
+#include <cstddef>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+#include "ringcap/sys.hpp"
+
+namespace ringcap {
+
+// Blocks SIGINT, SIGTERM and SIGHUP for the whole record, so they arrive through a signalfd on the
+// loop, and so a second Ctrl-C during the final flush cannot interrupt it. Restores the mask on exit.
+class SignalBlock {
+public:
+    SignalBlock();
+    ~SignalBlock();
+    SignalBlock(const SignalBlock&) = delete;
+    SignalBlock& operator=(const SignalBlock&) = delete;
+
+    int fd() const { return fd_.get(); }
+    const sigset_t& old_mask() const { return old_; }
+    // The name of a pending stop signal ("SIGINT"), consumed.
+    std::string take();
+
+private:
+    sigset_t set_{}, old_{};
+    UniqueFd fd_;
+};
+
+// The recorded command: forked at once, held on a pipe until start() (as perf does, so its exec is
+// the first thing the events see), watched through a pidfd. If it is never started, it exits
+// without running; if it still runs at the end, it gets SIGTERM.
+class Command {
+public:
+    // Throws Error if the command cannot be found or forked.
+    Command(const std::vector<std::string>& argv, const sigset_t& child_mask);
+    ~Command();
+    Command(const Command&) = delete;
+    Command& operator=(const Command&) = delete;
+
+    pid_t pid() const { return pid_; }
+    int pidfd() const { return pidfd_.get(); }
+    void start();
+    // Sends SIGTERM if it is still running and reaps it. Returns its wait status.
+    int terminate();
+
+private:
+    pid_t pid_ = -1;
+    UniqueFd go_, pidfd_;
+    bool reaped_ = false;
+    int status_ = 0;
+};
+
+// The path execv would run for `cmd` (PATH lookup when it has no '/'), or "" if there is none.
+std::string find_executable(const std::string& cmd);
+
+// Raises RLIMIT_NOFILE's soft limit to the hard one if `fds` more descriptors would not fit.
+// Throws Error naming the limit if even the hard limit is too low.
+void ensure_fd_limit(size_t fds);
+
+// SCHED_FIFO at `priority` for the calling thread (-r). Throws Error saying what it needs.
+void set_realtime_priority(int priority);
+
+}  // namespace ringcap

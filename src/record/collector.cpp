@@ -1,0 +1,204 @@
+#include "ringcap/collector.hpp"
+
+#include <chrono>
+#include <cstring>
+#include <ostream>
+#include <poll.h>
+
+#include "ringcap/process.hpp"
+#include "ringcap/records.hpp"
+
+namespace ringcap {
+
+namespace {
+
+// Minimum spacing of FINISHED_ROUND markers (see Collector::round_due).
+constexpr int64_t kMinRoundNs = 100'000'000;
+
+int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+}  // namespace
+
+Collector::Collector(const CollectorConfig& cfg, std::span<const SourceRing> rings, CollectorControl& control,
+                     std::ostream& log)
+    : control_(control), log_(log), tick_seconds_(cfg.tick_seconds), events_(cfg.events) {
+    if (cfg.realtime_priority) set_realtime_priority(cfg.realtime_priority);
+    rings_.resize(rings.size());  // never resized again: the readers point at ids and events_
+    for (size_t i = 0; i < rings.size(); ++i) {
+        RingState& r = rings_[i];
+        r.src = &rings[i];
+        for (const auto& ev : r.src->events) r.ids.add(ev.id, ev.event_index);
+        r.reader = RingReader(r.src->ring.view(), &r.ids, events_, cfg.track_dsos ? this : nullptr);
+    }
+    live_rings_ = rings_.size();
+    staging_ = std::make_unique<StagingPool>(cfg.staging_buffer_bytes, cfg.staging_buffers);
+    loop_ = make_loop(cfg.loop, &fallback_reason_);
+}
+
+Collector::~Collector() = default;
+
+void Collector::attach(OutputFile& file, uint64_t data_offset) { writer_.emplace(*loop_, file, *staging_, data_offset); }
+
+void Collector::watch_control(Source s, int fd) { loop_->watch_source(s, fd); }
+
+void Collector::set_timer(double seconds) { loop_->set_timer(seconds); }
+
+void Collector::arm() {
+    for (uint32_t i = 0; i < rings_.size(); ++i) loop_->watch_ring(i, 0, rings_[i].src->owner_fd(), rings_[i].src->ring);
+    loop_->set_tick(tick_seconds_);
+    loop_->run_once(*this, false);  // submit the polls before anything can fire
+}
+
+void Collector::on_exec_mapping(const char* filename, bool kernel) {
+    if (!kernel && filename[0] == '/') dsos_.insert(filename);
+}
+
+void Collector::on_ring(uint32_t idx, uint32_t which, int revents) {
+    RingState& r = rings_[idx];
+    ++r.wakeups;
+    if (r.retired || which != r.watching) return;
+    if (revents >= 0 && !(revents & (POLLHUP | POLLERR))) return;  // data: the next pass drains it
+    // This fd hung up (its task exited) or its poll failed. It is never polled again, so it cannot
+    // make the loop spin (seed 000). Other events of the ring may still write into it: watch the next
+    // one (a hung-up one reports POLLHUP at once and we move on). When none is left the ring is
+    // retired; the next pass drains what is left in it.
+    const auto& events = r.src->events;
+    loop_->unwatch_ring(idx, which, events[which].fd.get());
+    ++hangups_;
+    if (revents < 0) log_ << "ringcap: poll on cpu " << r.src->cpu << " failed: " << errno_text(-revents) << "\n";
+    if (!stopping_ && which + 1 < events.size()) {
+        r.watching = which + 1;
+        loop_->watch_ring(idx, r.watching, events[r.watching].fd.get(), r.src->ring);
+        return;
+    }
+    r.retired = true;
+    if (--live_rings_ == 0) waits_at_all_hung_up_ = loop_->stats().waits;
+}
+
+void Collector::on_source(Source s) {
+    if (s == Source::Tick) tick_ = true;
+    else control_.on_control(s);
+}
+
+bool Collector::pass(bool allow_round) {
+    // One drain of every ring. Only a pass that emptied every ring may end with FINISHED_ROUND: perf
+    // report sorts by time up to the previous round, which is only safe if no ring held older data.
+    // The pass starts at the ring where staging last ran out, so when the output cannot keep up the
+    // rings take turns instead of the first ones always going first and the last ones starving.
+    bool complete = true;
+    uint64_t bytes = 0;
+    size_t cut = start_;
+    const size_t n = rings_.size();
+    for (size_t k = 0, i = start_; k < n; ++k, i = i + 1 == n ? 0 : i + 1) {
+        RingState& r = rings_[i];
+        if (r.final_drained) continue;
+        const DrainResult d = r.reader.drain(*staging_);
+        bytes += d.bytes;
+        if (!d.complete && complete) cut = i;
+        complete &= d.complete;
+        if (r.retired && d.complete) r.final_drained = true;
+    }
+    start_ = cut;
+    unrounded_bytes_ += bytes;
+    if (allow_round && complete && unrounded_bytes_ > 0 && round_due()) {
+        const perf_event_header fr = finished_round_record();
+        if (staging_->append(&fr, sizeof fr)) mark_round();
+        else complete = false;
+    }
+    return complete;
+}
+
+bool Collector::round_due() const {
+    // perf report flushes, at each FINISHED_ROUND, everything older than the newest event of the
+    // previous round. Passes that follow each other within microseconds would make that boundary
+    // finer than cross-CPU clock skew and record commit delays, and a late record would then be
+    // "out of order". Rounds at least 100 ms apart keep a wide margin and bound perf's memory.
+    return now_ns() - last_round_ns_ >= kMinRoundNs;
+}
+
+void Collector::mark_round() {
+    ++rounds_;
+    unrounded_bytes_ = 0;
+    last_round_ns_ = now_ns();
+}
+
+void Collector::flush_idle_staging() {
+    // At a low sample rate a staging buffer can take minutes to fill, and a crash would lose it.
+    // Once per tick, after a complete pass, send the partial buffer: padded to 4 KiB with one
+    // FINISHED_ROUND record (header.size covers the padding; perf skips it by size), so the data
+    // stays O_DIRECT-aligned and the marker is a genuine end of round.
+    const size_t fill = staging_->current_fill();
+    if (fill == 0 || writer_->in_flight() > 0) return;
+    const size_t pad = (kStagingAlign - fill % kStagingAlign) % kStagingAlign;
+    if (pad > 0) {
+        if (!round_due()) return;  // the padding is a round marker: try again next tick
+        alignas(8) std::byte rec[kStagingAlign] = {};
+        perf_event_header h = finished_round_record();
+        h.size = uint16_t(pad);
+        std::memcpy(rec, &h, sizeof h);
+        if (!staging_->append(rec, pad)) return;
+        mark_round();
+    }
+    writer_->queue_partial();
+}
+
+void Collector::append(const void* record, size_t size) {
+    while (!staging_->append(record, size) && !writer_->failed()) {
+        writer_->queue_ready();
+        loop_->run_once(*this, true);
+    }
+}
+
+StopCause Collector::run() {
+    // Each iteration is one io_uring_enter that submits the queued writes and waits; then one pass
+    // drains every ring.
+    for (;;) {
+        if (control_.stop_requested()) return StopCause::Requested;
+        writer_->queue_ready();
+        loop_->run_once(*this, true);
+        // On a tick the round marker, if due, is the padding of the idle flush instead.
+        const bool complete = pass(/*allow_round=*/!tick_);
+        if (tick_ && complete) flush_idle_staging();
+        tick_ = false;
+        writer_->mark_boundary(staging_->bytes_committed());
+        control_.after_pass();
+        if (writer_->failed()) return StopCause::WriteError;
+        if (live_rings_ == 0) return StopCause::AllHungUp;
+    }
+}
+
+void Collector::drain_rest() {
+    stopping_ = true;  // hung-up fds are no longer replaced by the ring's next event
+    while (!pass(true) && !writer_->failed()) {
+        writer_->queue_ready();
+        loop_->run_once(*this, true);
+    }
+}
+
+void Collector::flush() {
+    writer_->queue_partial();
+    writer_->mark_boundary(staging_->bytes_committed());
+    writer_->wait_idle();
+}
+
+CollectorSnapshot Collector::snapshot() const {
+    CollectorSnapshot s;
+    s.rings.reserve(rings_.size());
+    for (const auto& r : rings_) {
+        s.rings.push_back({r.src->cpu, r.reader.counters(), r.wakeups, r.retired});
+        s.ring_bytes += r.src->ring.mapped_bytes();
+    }
+    s.events = events_;
+    s.loop = loop_->stats();
+    if (writer_) s.writer = writer_->stats();
+    s.rounds = rounds_;
+    s.hangups = hangups_;
+    if (live_rings_ == 0) s.waits_after_hangup = s.loop.waits - waits_at_all_hung_up_;
+    s.staging_bytes = staging_->buffer_size() * staging_->count();
+    return s;
+}
+
+}  // namespace ringcap

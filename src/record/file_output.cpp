@@ -1,0 +1,52 @@
+#include "ringcap/file_output.hpp"
+
+#include <cstring>
+#include <unistd.h>
+
+namespace ringcap {
+
+namespace {
+constexpr uint64_t kNoFeatures[4] = {0, 0, 0, 0};
+constexpr auto kHeaderRefresh = std::chrono::milliseconds(250);
+}  // namespace
+
+FileOutput::FileOutput(const std::string& path, bool allow_direct, std::vector<AttrEntry> attrs)
+    : file_(OutputFile::create(path, allow_direct)), attrs_(std::move(attrs)), data_offset_(data_offset_for(attrs_)) {
+    const auto head = build_file_head(attrs_, 0, kNoFeatures);
+    file_.pwrite_all(head.data(), head.size(), 0);
+}
+
+void FileOutput::refresh_header(Writer& writer) {
+    const uint64_t durable = writer.durable_size();
+    if (durable == published_size_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - published_at_ < kHeaderRefresh) return;
+    const PerfFileHeader h = make_file_header(attrs_, durable, kNoFeatures);
+    if (writer.write_aside(&h, sizeof h, 0)) {
+        published_size_ = durable;
+        published_at_ = now;
+    }
+}
+
+std::string FileOutput::finish(uint64_t data_size, const HostInfo& host, const std::vector<std::byte>& tracing_data,
+                               const std::vector<std::byte>& build_ids) {
+    const uint64_t feat_start = data_offset_ + data_size;
+    FeatureBlock feats = build_features(attrs_, host, feat_start, tracing_data, build_ids);
+    // Cut what a failed write may have left beyond the kept data first: on a full disk that frees
+    // the room the feature block needs.
+    if (ftruncate(file_.buffered_fd(), off_t(feat_start)) != 0)
+        throw Error("truncating '" + file_.path() + "': " + errno_text(errno), 1);
+    std::string feature_error;
+    try {
+        file_.pwrite_all(feats.bytes.data(), feats.bytes.size(), feat_start);
+    } catch (const Error& e) {
+        // On a full disk even the small feature block may not fit: keep a valid file without it.
+        feature_error = e.what();
+        std::memcpy(feats.bitmap, kNoFeatures, sizeof kNoFeatures);
+    }
+    const auto head = build_file_head(attrs_, data_size, feats.bitmap);
+    file_.pwrite_all(head.data(), head.size(), 0);
+    return feature_error;
+}
+
+}  // namespace ringcap

@@ -1,0 +1,55 @@
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+
+#include "ringcap/recorder.hpp"
+
+namespace ringcap {
+
+std::string human_bytes(uint64_t b) {
+    std::ostringstream s;
+    s << std::fixed << std::setprecision(2);
+    if (b >= (1ull << 30)) s << double(b) / double(1ull << 30) << " GiB";
+    else if (b >= (1ull << 20)) s << double(b) / double(1ull << 20) << " MiB";
+    else if (b >= (1ull << 10)) s << double(b) / double(1ull << 10) << " KiB";
+    else s << b << " B";
+    return s.str();
+}
+
+void print_summary(const RecordSummary& s, std::ostream& log) {
+    std::ostringstream o;  // one write to stderr
+    o << "ringcap: stopped (" << s.stop_reason << ") after " << std::fixed << std::setprecision(2) << s.seconds
+      << " s\n";
+    o << "  cpu         bytes    records    samples  lost-recs       lost   wakeups\n";
+    for (const auto& c : s.cpus)
+        o << "  " << std::setw(3) << c.cpu << std::setw(14) << c.ring.bytes << std::setw(11) << c.ring.records
+          << std::setw(11) << c.ring.samples << std::setw(11) << c.ring.lost_records << std::setw(11) << c.ring.lost
+          << std::setw(10) << c.wakeups << (c.hung_up ? "  hung up" : "") << "\n";
+    o << "  all" << std::setw(14) << s.total.bytes << std::setw(11) << s.total.records << std::setw(11)
+      << s.total.samples << std::setw(11) << s.total.lost_records << std::setw(11) << s.total.lost << std::setw(10)
+      << s.cqes << "\n";
+    for (const auto& e : s.events)
+        o << "  event " << e.name << ": samples " << e.samples << ", kernel-lost " << e.kernel_lost() << "\n";
+    const double mb = double(s.file_bytes) / 1e6;
+    o << "ringcap: wrote " << std::setprecision(3) << mb << " MB to '" << s.path << "' ("
+      << (s.o_direct ? "O_DIRECT" : "buffered") << ", " << s.writes << " writes, " << std::setprecision(1)
+      << (s.seconds > 0 ? mb / s.seconds : 0.0) << " MB/s), " << s.rounds << " rounds; " << s.backend << ": "
+      << s.cqes << " ring wake-ups, " << s.rearms << " re-arms, " << s.waits << " waits\n";
+    o << "ringcap: samples=" << s.total.samples << " records=" << s.total.records << " lost=" << s.kernel_lost
+      << " lost_records=" << s.total.lost_records << " cqes=" << s.cqes << " rearms=" << s.rearms
+      << " hangups=" << s.hangups << " bytes=" << s.file_bytes << " staging_full=" << s.total.partial_drains << "\n";
+    const uint64_t lost = s.kernel_lost;
+    if (lost > 0)
+        o << "ringcap: WARNING: the kernel dropped " << lost << " sample(s) (" << std::setprecision(2)
+          << 100.0 * double(lost) / double(lost + s.total.samples)
+          << " %): the rings filled faster than they were drained. Use a bigger ring (-m), a lower rate (-F), "
+             "or fewer events.\n";
+    if (lost > 0 && s.total.partial_drains > 0)
+        o << "ringcap: " << s.total.partial_drains << " ring drain(s) stopped early on full staging: the output "
+             "could not keep up; more staging (--staging-buffers) rides out slow writes.\n";
+    if (s.total.bad_headers > 0)
+        o << "ringcap: WARNING: " << s.total.bad_headers << " malformed record header(s) seen in the rings\n";
+    log << o.str() << std::flush;
+}
+
+}  // namespace ringcap

@@ -1,0 +1,167 @@
+// The record plan without the kernel: ring size, wake-up policy, attrs, staging and loop sizing.
+#include <catch2/catch.hpp>
+
+#include "ringcap/perf_source.hpp"
+#include "ringcap/plan.hpp"
+
+using namespace ringcap;
+
+namespace {
+
+HostLimits host(bool can_lock = false) {
+    HostLimits h;
+    h.page_size = 4096;
+    h.can_lock_memory = can_lock;
+    h.max_sample_rate = 100000;
+    return h;
+}
+
+RecordOptions options(const std::vector<std::string>& args) { return parse_record_args(args); }
+
+PerfTarget cpus(int n) {
+    PerfTarget t;
+    for (int c = 0; c < n; ++c) t.cpus.push_back(c);
+    return t;
+}
+
+// A source whose fds stay readable, like the synthetic one.
+struct EdgeOnlySource final : RingSource {
+    std::vector<EventSpec> s{parse_event("cpu-clock")};
+    const std::vector<EventSpec>& specs() const override { return s; }
+    std::string describe() const override { return "test"; }
+    size_t ring_count() const override { return 3; }
+    size_t fd_count() const override { return 3; }
+    bool level_triggered_ok() const override { return false; }
+    void open(const std::vector<perf_event_attr>&, size_t) override {}
+    std::span<SourceRing> rings() override { return {}; }
+    void enable() override {}
+    void disable() override {}
+    std::vector<LostReading> lost_counts() const override { return {}; }
+};
+
+}  // namespace
+
+TEST_CASE("default ring size: perf's 128 pages, or up to 8 MiB per ring and 256 MiB in all with CAP_IPC_LOCK",
+          "[plan]") {
+    CHECK(default_ring_pages(2, false, 4096) == 128);
+    CHECK(default_ring_pages(512, false, 4096) == 128);
+    CHECK(default_ring_pages(1, true, 4096) == 2048);
+    CHECK(default_ring_pages(2, true, 4096) == 2048);
+    CHECK(default_ring_pages(32, true, 4096) == 2048);  // 32 x 8 MiB = 256 MiB
+    CHECK(default_ring_pages(33, true, 4096) == 1024);
+    CHECK(default_ring_pages(64, true, 4096) == 1024);
+    CHECK(default_ring_pages(256, true, 4096) == 256);
+    CHECK(default_ring_pages(4096, true, 4096) == 128);  // never below perf's default
+}
+
+TEST_CASE("the plan takes -m as given, else the default for its ring count", "[plan]") {
+    PerfSource two({parse_event("cpu-clock")}, cpus(2)), many({parse_event("cpu-clock")}, cpus(64));
+    const RecordOptions dflt = options({"-a"});
+    CHECK(RecordPlan::make(dflt, two, host(false)).ring_pages() == 128);
+    CHECK(RecordPlan::make(dflt, two, host(true)).ring_pages() == 2048);
+    CHECK(RecordPlan::make(dflt, many, host(true)).ring_pages() == 1024);
+    CHECK_FALSE(RecordPlan::make(dflt, two, host(true)).ring_pages_given());
+    const RecordPlan given = RecordPlan::make(options({"-a", "-m", "16"}), many, host(true));
+    CHECK(given.ring_pages() == 16);
+    CHECK(given.ring_pages_given());
+}
+
+TEST_CASE("wake-up policy: a quarter of the ring by default, user values kept, watermarks clamped to half",
+          "[plan]") {
+    PerfSource src({parse_event("cpu-clock")}, cpus(2));
+    std::string note;
+    const RecordPlan dflt = RecordPlan::make(options({"-a"}), src, host());
+    SamplingConfig s = dflt.sampling(128, &note);
+    CHECK(s.wakeup_watermark == 128 * 4096 / 4);
+    CHECK(s.wakeup_events == 0);
+    CHECK(note.empty());
+    // The quarter follows the ring size, so halved rings wake at a quarter of their own size.
+    CHECK(dflt.sampling(32).wakeup_watermark == 32 * 4096 / 4);
+
+    s = RecordPlan::make(options({"-a", "--wakeup-events", "16"}), src, host()).sampling(128);
+    CHECK(s.wakeup_events == 16);
+    CHECK(s.wakeup_watermark == 0);
+
+    s = RecordPlan::make(options({"-a", "--wakeup-watermark", "8192"}), src, host()).sampling(128, &note);
+    CHECK(s.wakeup_watermark == 8192);
+    CHECK(note.empty());
+
+    s = RecordPlan::make(options({"-a", "--wakeup-watermark", "1000000"}), src, host()).sampling(8, &note);
+    CHECK(s.wakeup_watermark == 8 * 4096 / 2);
+    CHECK(note == "--wakeup-watermark 1000000 is more than half the 32768-byte ring; using 16384");
+}
+
+TEST_CASE("attrs: one per event plus the tracking event, the watermark reaches them", "[plan]") {
+    PerfSource src(parse_event_list("cpu-clock,page-faults"), cpus(2));
+    const RecordPlan plan = RecordPlan::make(options({"-a", "-F", "999"}), src, host());
+    const auto attrs = plan.attrs(64);
+    REQUIRE(attrs.size() == 3);
+    CHECK(attrs[0].config == PERF_COUNT_SW_CPU_CLOCK);
+    CHECK(attrs[0].freq == 1);
+    CHECK(attrs[0].sample_freq == 999);
+    CHECK(attrs[1].config == PERF_COUNT_SW_PAGE_FAULTS);
+    CHECK(attrs[2].config == PERF_COUNT_SW_DUMMY);  // tracking: mmap, comm, task records
+    CHECK(attrs[2].mmap2 == 1);
+    CHECK(attrs[2].task == 1);
+    for (const auto& a : attrs) {
+        CHECK(a.disabled == 1);
+        CHECK(a.watermark == 1);
+        CHECK(a.wakeup_watermark == 64 * 4096 / 4);
+        CHECK(a.inherit == 0);  // system-wide
+        CHECK(a.enable_on_exec == 0);
+    }
+}
+
+TEST_CASE("attrs of a per-task target inherit, a recorded command's start at its exec", "[plan]") {
+    PerfTarget t = cpus(2);
+    t.per_task = true;
+    t.tids = {1};
+    PerfSource pid_source({parse_event("cpu-clock")}, t);
+    for (const auto& a : RecordPlan::make(options({"-p", "1"}), pid_source, host()).attrs(8)) {
+        CHECK(a.inherit == 1);
+        CHECK(a.enable_on_exec == 0);
+    }
+    t.at_exec = true;
+    PerfSource cmd_source({parse_event("cpu-clock")}, t);
+    for (const auto& a : RecordPlan::make(options({"--", "true"}), cmd_source, host()).attrs(8)) {
+        CHECK(a.inherit == 1);
+        CHECK(a.enable_on_exec == 1);
+    }
+}
+
+TEST_CASE("plan: -F above kernel.perf_event_max_sample_rate is refused with the sysctl to change", "[plan]") {
+    PerfSource src({parse_event("cpu-clock")}, cpus(1));
+    try {
+        RecordPlan::make(options({"-a", "-F", "200000"}), src, host());
+        FAIL("accepted -F 200000 above a maximum of 100000");
+    } catch (const Error& e) {
+        CHECK(e.exit_code() == 2);
+        CHECK(std::string(e.what()).find("sysctl -w kernel.perf_event_max_sample_rate=200000") != std::string::npos);
+    }
+    CHECK_NOTHROW(RecordPlan::make(options({"-a", "-F", "100000"}), src, host()));
+}
+
+TEST_CASE("staging: one buffer per ring and two more, between 16 and 64, unless given", "[plan]") {
+    PerfSource two({parse_event("cpu-clock")}, cpus(2)), forty({parse_event("cpu-clock")}, cpus(40)),
+        hundred({parse_event("cpu-clock")}, cpus(100));
+    const RecordOptions o = options({"-a"});
+    CHECK(RecordPlan::make(o, two, host()).staging_buffers() == 16);
+    CHECK(RecordPlan::make(o, forty, host()).staging_buffers() == 42);
+    CHECK(RecordPlan::make(o, hundred, host()).staging_buffers() == 64);
+    const RecordPlan given = RecordPlan::make(options({"-a", "--staging-buffers", "3", "--staging-kb", "64"}), two, host());
+    CHECK(given.staging_buffers() == 3);
+    CHECK(given.staging_buffer_bytes() == 64 * 1024);
+    CHECK(given.loop().writes_in_flight == 3);
+    CHECK(given.loop().rings == 2);
+}
+
+TEST_CASE("loop: the requested backend, but io_uring for a source whose fds stay readable", "[plan]") {
+    PerfSource perf({parse_event("cpu-clock")}, cpus(2));
+    CHECK(RecordPlan::make(options({"-a", "--backend", "epoll"}), perf, host()).loop().backend == Backend::Epoll);
+    CHECK(RecordPlan::make(options({"-a"}), perf, host()).loop().backend == Backend::Auto);
+    EdgeOnlySource edge;
+    const RecordPlan p = RecordPlan::make(options({"-a", "--backend", "epoll", "--cq-entries", "8"}), edge, host());
+    CHECK(p.loop().backend == Backend::Uring);
+    CHECK(p.loop().cq_entries == 8);
+    CHECK(p.loop().rings == 3);
+}
