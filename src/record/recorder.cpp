@@ -243,10 +243,9 @@ int Session::run(RingSource& source, RecordSummary& sum) {
 void Session::print_setup(const RingSource& source, const RecordPlan& plan, size_t ring_pages) const {
     size_t events = 0;
     for (const auto& sp : specs_) events += sp.tracking ? 0 : 1;
-    const CollectorSnapshot c = collector_->snapshot();
-    log_ << "ringcap: backend " << collector_->loop().describe() << "; polling " << c.rings.size()
-         << " ring owner fd(s)\n"
-         << "ringcap: " << c.rings.size() << " ring(s) of " << ring_pages << " data pages ("
+    const size_t rings = source.ring_count();
+    log_ << "ringcap: backend " << collector_->loop().describe() << "; polling " << rings << " ring owner fd(s)\n"
+         << "ringcap: " << rings << " ring(s) of " << ring_pages << " data pages ("
          << human_bytes(ring_pages * page_size()) << ") for " << events << " event(s), " << source.describe() << "\n"
  << "ringcap: staging " << plan.staging_buffers() << " x " << human_bytes(plan.staging_buffer_bytes())
          << " (4 KiB aligned), output '" << opts_.output << "' "
