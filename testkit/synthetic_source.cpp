@@ -112,7 +112,7 @@ SyntheticSource::SyntheticSource(const SyntheticConfig& cfg, uint64_t first_id)
 
 SyntheticSource::~SyntheticSource() { disable(); }
 
-void SyntheticSource::open(const std::vector<perf_event_attr>& attrs, size_t data_pages) {
+void SyntheticSource::open(std::vector<perf_event_attr>& attrs, size_t data_pages) {
     const perf_event_attr& attr = attrs.front();
     const uint64_t ring_bytes = uint64_t(data_pages) * page_size();
     // The kernel's rule: wake every wakeup_watermark bytes (default half the ring).

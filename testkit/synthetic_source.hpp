@@ -57,7 +57,7 @@ public:
     size_t fd_count() const override { return cfg_.rings; }
     bool level_triggered_ok() const override { return false; }  // an eventfd stays readable
     // Maps the rings (data_pages pages each) and creates their eventfds; the watermark is attrs[0]'s.
-    void open(const std::vector<perf_event_attr>& attrs, size_t data_pages) override;
+    void open(std::vector<perf_event_attr>& attrs, size_t data_pages) override;
     std::span<SourceRing> rings() override { return rings_; }
     void enable() override;   // starts the producers
     void disable() override;  // joins them: every record they wrote is then visible to the reader

@@ -43,8 +43,10 @@ public:
     virtual void on_control(Source s) = 0;
     // Checked before every pass of run(); true ends it.
     virtual bool stop_requested() const = 0;
-    // After every pass of run(), on the collector's thread (the crash-safe header).
+    // After every pass of run(), on the collector's thread (the crash-safe header, the deadline).
     virtual void after_pass() = 0;
+    // The housekeeping tick (every tick_seconds), on the collector's thread.
+    virtual void on_tick() {}
 };
 
 // Counters of one ring.
@@ -100,6 +102,9 @@ public:
     void drain_rest();
     // Sends everything staged to the file and waits for every write.
     void flush();
+    // The same, padded to a 4 KiB boundary so that the data after it stays O_DIRECT-aligned: for the
+    // records written before the events start.
+    void flush_start();
 
     CollectorSnapshot snapshot() const;
     const std::set<std::string>& dsos() const { return dsos_; }
@@ -126,6 +131,7 @@ private:
     bool round_due() const;
     void mark_round();
     void flush_idle_staging();
+    void padding_record(std::byte (&rec)[kStagingAlign], size_t& pad) const;
 
     CollectorControl& control_;
     std::ostream& log_;

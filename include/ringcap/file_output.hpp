@@ -23,13 +23,21 @@ public:
     OutputFile& file() { return file_; }
     const std::vector<AttrEntry>& attrs() const { return attrs_; }
     uint64_t data_offset() const { return data_offset_; }
-    // Setup succeeded: moves the file into place; an existing one becomes .old (as perf does).
-    void publish() { file_.publish(); }
+    // Setup succeeded and the first `data_size` bytes of data (the records of what already runs) are
+    // written: the header says so, both are made durable, and the file moves into place; an existing
+    // one becomes .old (as perf does). From here on the file is valid from its first byte, even
+    // after kill -9. Throws Error (exit status 2) if another ringcap published the path meanwhile.
+    void publish(uint64_t data_size);
 
     // Keeps the on-disk header's data size at the writer's durable size (the last record boundary
     // wholly on disk), so perf reads a file cut short by SIGKILL up to there. Through the writer's
     // loop, a few times a second at most.
     void refresh_header(Writer& writer);
+
+    // After a failed write: where the last whole record ends in [from, to) of the data section, read
+    // back from the file. `from` must be a record boundary (the writer's durable size) and every
+    // byte below `to` on disk (the writer's bytes_kept): so a full disk keeps all that fit.
+    uint64_t last_record_end(uint64_t from, uint64_t to) const;
 
     // The final file for `data_size` bytes of data: cuts what a failed write may have left beyond
     // them, writes the features after the data and the final header. Returns "" or, when even the

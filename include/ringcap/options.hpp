@@ -26,6 +26,7 @@ struct RecordOptions {
     // Events and sampling
     std::vector<EventSpec> events;          // -e (default cpu-clock)
     SamplingConfig sampling;                // -F 4000 / -c PERIOD, wake-up policy
+    bool freq_given = false;                // -F was given (else 4000 may be lowered to the sysctl)
     size_t mmap_pages = 0;                  // -m: data pages per CPU ring (power of two); 0 = the plan's default
 
     // Output

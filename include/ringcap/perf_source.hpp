@@ -38,7 +38,8 @@ public:
     perf_event_attr attr(const EventSpec& spec, const SamplingConfig& sampling) const override;
     size_t ring_count() const override { return target_.cpus.size(); }
     size_t fd_count() const override;
-    void open(const std::vector<perf_event_attr>& attrs, size_t data_pages) override;
+    void open(std::vector<perf_event_attr>& attrs, size_t data_pages) override;
+    std::vector<std::string> notes() const override { return notes_; }
     std::span<SourceRing> rings() override { return rings_; }
     void start_tracking() override;
     void synthesize(const RecordSink& sink, SynthesisStats& stats) override;
@@ -47,10 +48,14 @@ public:
     std::vector<LostReading> lost_counts() const override;
 
 private:
+    bool exclude_kernel(std::vector<perf_event_attr>& attrs) const;
+
     std::vector<EventSpec> specs_;
     PerfTarget target_;
     std::vector<SourceRing> rings_;
     uint64_t sample_type_ = 0;
+    bool user_only_ = false;  // the kernel refused kernel samples: every event is :u
+    std::vector<std::string> notes_;
 };
 
 // The threads of a process (/proc/PID/task), or nullopt if it does not exist.

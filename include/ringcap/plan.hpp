@@ -13,6 +13,7 @@
 #include "ringcap/loop.hpp"
 #include "ringcap/options.hpp"
 #include "ringcap/source.hpp"
+#include "ringcap/staging.hpp"
 
 namespace ringcap {
 
@@ -21,8 +22,16 @@ struct HostLimits {
     size_t page_size = 4096;
     bool can_lock_memory = false;             // CAP_IPC_LOCK: ring memory is not capped by mlock limits
     std::optional<uint64_t> max_sample_rate;  // kernel.perf_event_max_sample_rate
+    // The memory cgroup's limit (the lowest memory.max / memory.limit_in_bytes from this process's
+    // cgroup up) and what the cgroup uses now; the kernel kills the record if it goes over.
+    std::optional<uint64_t> memory_limit;
+    uint64_t memory_usage = 0;
+    std::string memory_limit_file;  // where the limit was read, for messages
     static HostLimits current();
 };
+
+// The memory cgroup limit of this process, read from /proc/self/cgroup and cgroupfs (v2 or v1).
+void read_memory_cgroup(HostLimits& h);
 
 // The default ring size (-m) for `rings` rings. Without CAP_IPC_LOCK, perf's 128 data pages: with the
 // control page that is the 516 KiB of kernel.perf_event_mlock_kb's default. With it, the limit does
@@ -35,9 +44,16 @@ public:
     // The smallest ring the record falls back to when locked memory is short (16 KiB).
     static constexpr size_t kMinRingPages = 4;
 
+    // Memory a record needs beyond its staging buffers (code, heap, page cache of the output) when a
+    // memory cgroup limit applies. Ring memory is not charged to the cgroup (measured: 2 x 64 MiB
+    // rings under a 48 MiB limit); staging is, all of it (io_uring pins registered buffers).
+    static constexpr uint64_t kMemoryHeadroom = 6u << 20;
+
     // Throws Error (exit status 2) when the options cannot work on this host. `source` must outlive
     // the plan (attrs() asks it for each event's attr).
     static RecordPlan make(const RecordOptions& opts, const RingSource& source, const HostLimits& host);
+    // What the plan changed from the defaults because of this host, one line each, to be printed.
+    const std::vector<std::string>& notes() const { return notes_; }
 
     // Data pages per ring: -m, or the default for this many rings.
     size_t ring_pages() const { return ring_pages_; }
@@ -59,6 +75,7 @@ public:
 
 private:
     RecordPlan(const RingSource& source) : source_(&source) {}
+    void fit_staging(const RecordOptions& opts, const HostLimits& host);
 
     const RingSource* source_;
     SamplingConfig sampling_;
@@ -68,6 +85,7 @@ private:
     size_t staging_buffers_ = 0;
     size_t staging_buffer_bytes_ = 0;
     LoopConfig loop_;
+    std::vector<std::string> notes_;
 };
 
 }  // namespace ringcap

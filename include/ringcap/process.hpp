@@ -12,8 +12,11 @@
 
 namespace ringcap {
 
-// Blocks SIGINT, SIGTERM and SIGHUP for the whole record, so they arrive through a signalfd on the
-// loop, and so a second Ctrl-C during the final flush cannot interrupt it. Restores the mask on exit.
+// The record's signal policy, for as long as it lives (restored on exit):
+//  - SIGINT, SIGTERM and SIGHUP are blocked, so they arrive through a signalfd on the loop, and a
+//    second Ctrl-C during the final flush cannot interrupt it;
+//  - SIGPIPE is ignored: a closed stderr (`ringcap record ... 2>&1 | head -1`) must not end a capture;
+//  - SIGXFSZ is ignored: a write beyond RLIMIT_FSIZE fails with EFBIG, handled like a full disk.
 class SignalBlock {
 public:
     SignalBlock();
@@ -22,12 +25,15 @@ public:
     SignalBlock& operator=(const SignalBlock&) = delete;
 
     int fd() const { return fd_.get(); }
-    const sigset_t& old_mask() const { return old_; }
     // The name of a pending stop signal ("SIGINT"), consumed.
     std::string take();
+    // In a forked child before exec: the signal mask and dispositions ringcap was started with.
+    // Async-signal-safe.
+    void restore_in_child() const;
 
 private:
     sigset_t set_{}, old_{};
+    struct sigaction old_pipe_{}, old_xfsz_{};
     UniqueFd fd_;
 };
 
@@ -36,8 +42,9 @@ private:
 // without running; if it still runs at the end, it gets SIGTERM.
 class Command {
 public:
-    // Throws Error if the command cannot be found or forked.
-    Command(const std::vector<std::string>& argv, const sigset_t& child_mask);
+    // Throws Error if the command cannot be found or forked. It runs with the signal mask and
+    // dispositions ringcap was started with.
+    Command(const std::vector<std::string>& argv, const SignalBlock& signals);
     ~Command();
     Command(const Command&) = delete;
     Command& operator=(const Command&) = delete;
@@ -45,6 +52,8 @@ public:
     pid_t pid() const { return pid_; }
     int pidfd() const { return pidfd_.get(); }
     void start();
+    // Whether it has not exited yet (reaps it if it has).
+    bool running();
     // Sends SIGTERM if it is still running and reaps it. Returns its wait status.
     int terminate();
 

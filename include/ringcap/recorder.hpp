@@ -33,7 +33,9 @@ struct RecordSnapshot {
     std::vector<EventSummary> events;  // the recorded events (not the tracking event)
     RingCounters total;
     uint64_t lost_samples = 0;  // PERF_FORMAT_LOST, read at the end
-    uint64_t kernel_lost = 0;   // samples the kernel dropped, counted once (see EventSummary)
+    uint64_t kernel_lost = 0;   // everything the kernel dropped, counted once (see EventSummary):
+                                // the recorded events' samples and the tracking event's records
+    uint64_t tracking_lost = 0; // of which COMM/MMAP/FORK/EXIT records (processes or maps may be missing)
     uint64_t cqes = 0;          // poll completions
     uint64_t rearms = 0;        // multishot polls re-armed after a CQE without IORING_CQE_F_MORE
     uint64_t hangups = 0;       // fds retired after POLLHUP/POLLERR
@@ -53,7 +55,8 @@ struct RecordSummary : RecordSnapshot {
     std::string stop_reason;
     uint64_t file_bytes = 0;  // data section bytes in the file
     bool o_direct = false;
-    int exit_code = 0;
+    std::string command_status;  // what became of the recorded command ("exited with status 3")
+    int exit_code = 0;           // the record's, or else the command's (as perf record)
 };
 
 // Runs a whole record of perf events as the options say. Progress and the summary go to `log`

@@ -64,10 +64,13 @@ public:
     // when polled; an eventfd stays readable and would make epoll spin.
     virtual bool level_triggered_ok() const { return true; }
 
-    // Opens every event, disabled, and maps one ring of `data_pages` pages per ring owner. Throws
+    // Opens every event, disabled, and maps one ring of `data_pages` pages per ring owner. It may
+    // adjust `attrs` (and specs()) to what the kernel allows, and says so in notes(). Throws
     // RingMemoryError when the kernel refuses the ring memory (the caller may retry with smaller
     // rings: a failed open leaves nothing open), Error for anything else.
-    virtual void open(const std::vector<perf_event_attr>& attrs, size_t data_pages) = 0;
+    virtual void open(std::vector<perf_event_attr>& attrs, size_t data_pages) = 0;
+    // What open() changed, one line each, to be printed.
+    virtual std::vector<std::string> notes() const { return {}; }
     // After open(): the rings. The source keeps owning them (and their fds); collectors read them.
     virtual std::span<SourceRing> rings() = 0;
 

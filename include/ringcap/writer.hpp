@@ -10,43 +10,11 @@
 #include <vector>
 
 #include "ringcap/loop.hpp"
+#include "ringcap/output_file.hpp"
 #include "ringcap/staging.hpp"
 #include "ringcap/sys.hpp"
 
 namespace ringcap {
-
-// The output file, opened twice: O_DIRECT for aligned bulk writes when the filesystem accepts it,
-// buffered for unaligned pieces (the last partial buffer, the header and feature sections).
-class OutputFile {
-public:
-    // Creates the file under a temporary name next to `path`. Throws Error naming the path and the
-    // cause. Until publish() an existing file at `path` is untouched; an unpublished file is removed.
-    static OutputFile create(const std::string& path, bool allow_direct = true);
-    // Moves an existing `path` to `path.old` (as perf does) and the new file into place.
-    void publish();
-
-    // Moving hands over the duty to remove an unpublished file.
-    OutputFile(OutputFile&& o) noexcept
-        : direct_(std::move(o.direct_)), buffered_(std::move(o.buffered_)), path_(std::move(o.path_)),
-          tmp_path_(std::exchange(o.tmp_path_, {})) {}
-    OutputFile& operator=(OutputFile&&) = delete;
-    ~OutputFile();
-
-    int direct_fd() const { return direct_ ? direct_.get() : buffered_.get(); }
-    int buffered_fd() const { return buffered_.get(); }
-    bool o_direct() const { return static_cast<bool>(direct_); }
-    const std::string& path() const { return path_; }
-    // Synchronous positional write of all of buf (used at start and stop only).
-    void pwrite_all(const void* buf, size_t len, uint64_t offset) const;
-
-private:
-    UniqueFd direct_;
-    UniqueFd buffered_;
-    std::string path_;
-    std::string tmp_path_;  // non-empty until publish()
-
-    OutputFile() = default;
-};
 
 struct WriterStats {
     uint64_t bytes = 0;          // bytes whose write completed

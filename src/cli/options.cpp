@@ -170,6 +170,7 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
                 if (o.sampling.freq == 0) bad("-F 0: the frequency must be at least 1 Hz");
             }
             have_F = true;
+            o.freq_given = true;
         } else if (a == "-c" || a == "--count") {
             o.sampling.period = parse_u64("-c", value());
             if (o.sampling.period == 0) bad("-c 0: the period must be at least 1");

@@ -31,6 +31,14 @@ public:
     explicit UringLoop(const LoopConfig& cfg) : ring_(params(cfg)) {
         // A CQ's worth, plus what sqe() may set aside while the handlers run: no allocation later.
         delivering_.reserve(2 * ring_.cq_entries());
+        round_trip();
+    }
+
+    ~UringLoop() override {
+        // Release the output file now: the kernel tears a ring down asynchronously, and a registered
+        // file would keep its filesystem busy (umount: EBUSY) for a while after we exit.
+        if (fixed_files_) io_uring_unregister_files(ring_.raw());
+        if (fixed_buffers_) io_uring_unregister_buffers(ring_.raw());
     }
 
     const char* name() const override { return "io_uring"; }
@@ -126,6 +134,22 @@ private:
         p.cq_entries = cfg.cq_entries ? cfg.cq_entries : round_up_pow2(2 * need);
         p.sq_entries = std::min(round_up_pow2(need), p.cq_entries);  // the kernel needs SQ <= CQ
         return p;
+    }
+
+    // io_uring_setup can succeed where io_uring_enter is refused (a seccomp profile that blocks only
+    // that): prove the whole path with a NOP now, so the choice of backend is made at setup.
+    void round_trip() {
+        io_uring_sqe* sqe = ring_.sqe();
+        io_uring_prep_nop(sqe);
+        io_uring_sqe_set_data64(sqe, encode(Kind::Remove, 0, 0));
+        int rc;
+        do rc = ring_.submit_and_wait(1);
+        while (rc == -EINTR);
+        if (rc < 0)
+            throw Error("io_uring_enter failed: " + errno_text(-rc) +
+                        (rc == -EPERM || rc == -ENOSYS ? "; a seccomp profile (container runtime) probably blocks it"
+                                                       : ""));
+        ring_.take_completions(delivering_);  // the NOP's completion
     }
 
     void dispatch(LoopHandler& h, uint64_t ud, int res, uint32_t flags) {

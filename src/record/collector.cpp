@@ -79,8 +79,12 @@ void Collector::on_ring(uint32_t idx, uint32_t which, int revents) {
 }
 
 void Collector::on_source(Source s) {
-    if (s == Source::Tick) tick_ = true;
-    else control_.on_control(s);
+    if (s == Source::Tick) {
+        tick_ = true;
+        control_.on_tick();
+    } else {
+        control_.on_control(s);
+    }
 }
 
 bool Collector::pass(bool allow_round) {
@@ -125,24 +129,40 @@ void Collector::mark_round() {
     last_round_ns_ = now_ns();
 }
 
+void Collector::padding_record(std::byte (&rec)[kStagingAlign], size_t& pad) const {
+    // One FINISHED_ROUND whose header.size covers the padding up to the next 4 KiB boundary (perf
+    // skips it by size), so the data stays O_DIRECT-aligned. It is only written after a complete
+    // pass, so as a round marker it is genuine.
+    pad = (kStagingAlign - staging_->current_fill() % kStagingAlign) % kStagingAlign;
+    perf_event_header h = finished_round_record();
+    h.size = uint16_t(pad);
+    std::memcpy(rec, &h, sizeof h);
+}
+
 void Collector::flush_idle_staging() {
     // At a low sample rate a staging buffer can take minutes to fill, and a crash would lose it.
-    // Once per tick, after a complete pass, send the partial buffer: padded to 4 KiB with one
-    // FINISHED_ROUND record (header.size covers the padding; perf skips it by size), so the data
-    // stays O_DIRECT-aligned and the marker is a genuine end of round.
-    const size_t fill = staging_->current_fill();
-    if (fill == 0 || writer_->in_flight() > 0) return;
-    const size_t pad = (kStagingAlign - fill % kStagingAlign) % kStagingAlign;
+    // Once per tick, after a complete pass, send the partial buffer, padded.
+    if (staging_->current_fill() == 0 || writer_->in_flight() > 0) return;
+    alignas(8) std::byte rec[kStagingAlign] = {};
+    size_t pad = 0;
+    padding_record(rec, pad);
     if (pad > 0) {
         if (!round_due()) return;  // the padding is a round marker: try again next tick
-        alignas(8) std::byte rec[kStagingAlign] = {};
-        perf_event_header h = finished_round_record();
-        h.size = uint16_t(pad);
-        std::memcpy(rec, &h, sizeof h);
         if (!staging_->append(rec, pad)) return;
         mark_round();
     }
     writer_->queue_partial();
+}
+
+void Collector::flush_start() {
+    alignas(8) std::byte rec[kStagingAlign] = {};
+    size_t pad = 0;
+    padding_record(rec, pad);
+    if (pad > 0) {
+        append(rec, pad);
+        mark_round();
+    }
+    flush();
 }
 
 void Collector::append(const void* record, size_t size) {

@@ -1,5 +1,6 @@
 #include "ringcap/file_output.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <unistd.h>
 
@@ -14,6 +15,31 @@ FileOutput::FileOutput(const std::string& path, bool allow_direct, std::vector<A
     : file_(OutputFile::create(path, allow_direct)), attrs_(std::move(attrs)), data_offset_(data_offset_for(attrs_)) {
     const auto head = build_file_head(attrs_, 0, kNoFeatures);
     file_.pwrite_all(head.data(), head.size(), 0);
+}
+
+void FileOutput::publish(uint64_t data_size) {
+    const PerfFileHeader h = make_file_header(attrs_, data_size, kNoFeatures);
+    file_.pwrite_all(&h, sizeof h, 0);
+    file_.publish();
+    published_size_ = data_size;
+    published_at_ = std::chrono::steady_clock::now();
+}
+
+uint64_t FileOutput::last_record_end(uint64_t from, uint64_t to) const {
+    std::vector<std::byte> buf(1u << 20);
+    uint64_t pos = from, buf_start = 0, buf_len = 0;  // buf holds [buf_start, buf_start + buf_len)
+    while (to - pos >= sizeof(perf_event_header)) {
+        if (pos + sizeof(perf_event_header) > buf_start + buf_len) {
+            buf_start = pos;
+            buf_len = file_.pread_some(buf.data(), size_t(std::min<uint64_t>(buf.size(), to - pos)), data_offset_ + pos);
+            if (buf_len < sizeof(perf_event_header)) break;
+        }
+        perf_event_header h;
+        std::memcpy(&h, buf.data() + (pos - buf_start), sizeof h);
+        if (h.size < sizeof h || h.size % 8 != 0 || h.size > to - pos) break;
+        pos += h.size;
+    }
+    return pos;
 }
 
 void FileOutput::refresh_header(Writer& writer) {

@@ -1,6 +1,9 @@
 #include "ringcap/plan.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <sstream>
 #include <linux/capability.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -16,7 +19,51 @@ bool has_cap_ipc_lock() {
     return data[CAP_IPC_LOCK / 32].effective & (1u << (CAP_IPC_LOCK % 32));
 }
 
+std::optional<uint64_t> read_u64_file(const std::string& path) {
+    auto text = read_text_file(path);
+    if (!text || text->empty() || !std::isdigit(static_cast<unsigned char>((*text)[0]))) return std::nullopt;  // "max"
+    return std::strtoull(text->c_str(), nullptr, 10);
+}
+
+std::string mib(uint64_t bytes) { return std::to_string((bytes + (1u << 19)) >> 20) + " MiB"; }
+
 }  // namespace
+
+void read_memory_cgroup(HostLimits& h) {
+    auto lines = read_text_file("/proc/self/cgroup");
+    if (!lines) return;
+    // "ID:controllers:/path": the memory controller's line on cgroup v1, "0::/path" on v2.
+    std::string v1, v2;
+    bool have_v1 = false, have_v2 = false;
+    std::istringstream in(*lines);
+    for (std::string line; std::getline(in, line);) {
+        const auto a = line.find(':'), b = line.find(':', a + 1);
+        if (a == std::string::npos || b == std::string::npos) continue;
+        const std::string ctrl = "," + line.substr(a + 1, b - a - 1) + ",";
+        if (ctrl == ",,") v2 = line.substr(b + 1), have_v2 = true;
+        else if (ctrl.find(",memory,") != std::string::npos) v1 = line.substr(b + 1), have_v1 = true;
+    }
+    std::string base, path, limit_name, usage_name;
+    if (have_v1 && read_text_file("/sys/fs/cgroup/memory/memory.usage_in_bytes")) {
+        base = "/sys/fs/cgroup/memory", path = v1, limit_name = "memory.limit_in_bytes", usage_name = "memory.usage_in_bytes";
+    } else if (have_v2) {
+        base = read_text_file("/sys/fs/cgroup/cgroup.controllers") ? "/sys/fs/cgroup" : "/sys/fs/cgroup/unified";
+        path = v2, limit_name = "memory.max", usage_name = "memory.current";
+    } else {
+        return;
+    }
+    if (path == "/") path.clear();
+    if (auto u = read_u64_file(base + path + "/" + usage_name)) h.memory_usage = *u;
+    // The effective limit is the lowest on the way up to the hierarchy's root.
+    for (std::string dir = path;; dir = dir.substr(0, dir.rfind('/'))) {
+        const std::string file = base + dir + "/" + limit_name;
+        if (auto v = read_u64_file(file); v && *v < (uint64_t(1) << 60) && (!h.memory_limit || *v < *h.memory_limit)) {
+            h.memory_limit = *v;
+            h.memory_limit_file = file;
+        }
+        if (dir.empty()) break;
+    }
+}
 
 HostLimits HostLimits::current() {
     HostLimits h;
@@ -24,6 +71,7 @@ HostLimits HostLimits::current() {
     h.can_lock_memory = has_cap_ipc_lock();
     if (auto rate = read_sysctl("kernel/perf_event_max_sample_rate"); rate && *rate > 0)
         h.max_sample_rate = uint64_t(*rate);
+    read_memory_cgroup(h);
     return h;
 }
 
@@ -37,12 +85,19 @@ size_t default_ring_pages(size_t rings, bool can_lock_memory, size_t page_size) 
 }
 
 RecordPlan RecordPlan::make(const RecordOptions& opts, const RingSource& source, const HostLimits& host) {
-    if (opts.sampling.use_freq && host.max_sample_rate && opts.sampling.freq > *host.max_sample_rate)
-        throw Error("-F " + std::to_string(opts.sampling.freq) + " is above kernel.perf_event_max_sample_rate=" +
-                    std::to_string(*host.max_sample_rate) + ": lower -F or raise the sysctl (sysctl -w " +
-                    "kernel.perf_event_max_sample_rate=" + std::to_string(opts.sampling.freq) + ")");
     RecordPlan p(source);
     p.sampling_ = opts.sampling;
+    if (p.sampling_.use_freq && host.max_sample_rate && p.sampling_.freq > *host.max_sample_rate) {
+        if (opts.freq_given)
+            throw Error("-F " + std::to_string(p.sampling_.freq) + " is above kernel.perf_event_max_sample_rate=" +
+                        std::to_string(*host.max_sample_rate) + ": lower -F or raise the sysctl (sysctl -w " +
+                        "kernel.perf_event_max_sample_rate=" + std::to_string(p.sampling_.freq) + ")");
+        // As perf does: the default frequency yields to the sysctl.
+        p.notes_.push_back("kernel.perf_event_max_sample_rate=" + std::to_string(*host.max_sample_rate) +
+                           " is below the default -F " + std::to_string(p.sampling_.freq) + ": sampling at " +
+                           std::to_string(*host.max_sample_rate) + " Hz");
+        p.sampling_.freq = *host.max_sample_rate;
+    }
     p.page_size_ = host.page_size;
     const size_t rings = source.ring_count();
     p.ring_pages_given_ = opts.mmap_pages != 0;
@@ -51,11 +106,39 @@ RecordPlan RecordPlan::make(const RecordOptions& opts, const RingSource& source,
     // 4 buffers lost samples at 10 kHz dwarf; 16 x 1 MiB did not).
     p.staging_buffers_ = opts.staging_buffers ? opts.staging_buffers : std::clamp<size_t>(rings + 2, 16, 64);
     p.staging_buffer_bytes_ = opts.staging_buffer_bytes;
+    if (host.memory_limit) p.fit_staging(opts, host);
     p.loop_.backend = source.level_triggered_ok() ? opts.backend : Backend::Uring;
     p.loop_.rings = unsigned(rings);
     p.loop_.writes_in_flight = unsigned(p.staging_buffers_);
     p.loop_.cq_entries = opts.cq_entries;
     return p;
+}
+
+void RecordPlan::fit_staging(const RecordOptions& opts, const HostLimits& host) {
+    // Staging is charged to the memory cgroup in full (io_uring pins registered buffers); going over
+    // the limit gets the record killed without a word. Fit it, or refuse.
+    const uint64_t limit = *host.memory_limit;
+    const uint64_t room = limit > host.memory_usage + kMemoryHeadroom ? limit - host.memory_usage - kMemoryHeadroom : 0;
+    const uint64_t want = uint64_t(staging_buffers_) * staging_buffer_bytes_;
+    if (want <= room) return;
+    const std::string why = "the memory cgroup limit is " + mib(limit) + " (" + host.memory_limit_file + "), " +
+                            mib(host.memory_usage) + " of it in use";
+    if (opts.staging_buffers)
+        throw Error("--staging-buffers " + std::to_string(staging_buffers_) + " x " +
+                    std::to_string(staging_buffer_bytes_ >> 10) + " KiB does not fit: " + why +
+                    ", and ringcap needs " + mib(kMemoryHeadroom) + " besides; give less staging or raise the limit");
+    size_t count = size_t(room / staging_buffer_bytes_), bytes = staging_buffer_bytes_;
+    if (count < 4) {
+        count = 4;
+        bytes = size_t(room / 4) / kStagingAlign * kStagingAlign;
+    }
+    if (uint64_t(count) * bytes < kMinStagingBytes)
+        throw Error("not enough memory to record: " + why + "; ringcap needs " + mib(kMemoryHeadroom + kMinStagingBytes) +
+                    " (raise memory.max / memory.limit_in_bytes, or record outside the container)");
+    notes_.push_back(why + ": staging " + std::to_string(count) + " x " + std::to_string(bytes >> 10) + " KiB instead of " +
+                     std::to_string(staging_buffers_) + " x " + std::to_string(staging_buffer_bytes_ >> 10) + " KiB");
+    staging_buffers_ = count;
+    staging_buffer_bytes_ = bytes;
 }
 
 SamplingConfig RecordPlan::sampling(size_t pages, std::string* note) const {

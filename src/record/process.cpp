@@ -16,6 +16,10 @@
 namespace ringcap {
 
 SignalBlock::SignalBlock() {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ignore, &old_pipe_);
+    sigaction(SIGXFSZ, &ignore, &old_xfsz_);
     sigemptyset(&set_);
     sigaddset(&set_, SIGINT);
     sigaddset(&set_, SIGTERM);
@@ -24,12 +28,18 @@ SignalBlock::SignalBlock() {
     fd_.reset(signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK));
     if (!fd_) {
         const int err = errno;
-        sigprocmask(SIG_SETMASK, &old_, nullptr);
+        restore_in_child();
         throw Error("signalfd: " + errno_text(err));
     }
 }
 
-SignalBlock::~SignalBlock() { sigprocmask(SIG_SETMASK, &old_, nullptr); }
+SignalBlock::~SignalBlock() { restore_in_child(); }
+
+void SignalBlock::restore_in_child() const {
+    sigaction(SIGPIPE, &old_pipe_, nullptr);
+    sigaction(SIGXFSZ, &old_xfsz_, nullptr);
+    sigprocmask(SIG_SETMASK, &old_, nullptr);
+}
 
 std::string SignalBlock::take() {
     signalfd_siginfo si{};
@@ -55,7 +65,7 @@ std::string find_executable(const std::string& cmd) {
     return "";
 }
 
-Command::Command(const std::vector<std::string>& cmd, const sigset_t& child_mask) {
+Command::Command(const std::vector<std::string>& cmd, const SignalBlock& signals) {
     const std::string exe = find_executable(cmd[0]);
     if (exe.empty()) throw Error("cannot run '" + cmd[0] + "': not found or not executable (check PATH)");
     int go[2];
@@ -67,7 +77,7 @@ Command::Command(const std::vector<std::string>& cmd, const sigset_t& child_mask
     pid_ = fork();
     if (pid_ < 0) throw Error("fork: " + errno_text(errno));
     if (pid_ == 0) {
-        sigprocmask(SIG_SETMASK, &child_mask, nullptr);
+        signals.restore_in_child();
         go_write.reset();
         char c;
         // EOF without a byte means the recorder gave up: do not run the command.
@@ -99,13 +109,19 @@ void Command::start() {
     go_.reset();
 }
 
-int Command::terminate() {
-    if (reaped_) return status_;
-    if (waitpid(pid_, &status_, WNOHANG) == 0) {
-        kill(pid_, SIGTERM);
-        waitpid(pid_, &status_, 0);
-    }
+bool Command::running() {
+    if (reaped_) return false;
+    if (waitpid(pid_, &status_, WNOHANG) != pid_) return true;
     reaped_ = true;
+    return false;
+}
+
+int Command::terminate() {
+    if (running()) {
+        kill(pid_, SIGTERM);
+        while (waitpid(pid_, &status_, 0) < 0 && errno == EINTR) {}
+        reaped_ = true;
+    }
     return status_;
 }
 

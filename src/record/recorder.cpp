@@ -2,10 +2,13 @@
 // run -> stop -> finish. Each step is one call into the stage that owns it.
 #include "ringcap/recorder.hpp"
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <iomanip>
 #include <memory>
+#include <optional>
+#include <sys/wait.h>
 #include <ostream>
 #include <set>
 #include <sys/stat.h>
@@ -35,6 +38,14 @@ void validate_output(const std::string& out) {
         throw Error("output directory '" + dir + "' is not writable: " + errno_text(errno) + " (choose another -o)");
     if (stat(out.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
         throw Error("output '" + out + "' is a directory: give a file name with -o");
+    if (stat(out.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+        // A device, FIFO or socket is never replaced by a regular file (as root, -o /dev/null would
+        // replace the system's /dev/null).
+        const char* kind = S_ISCHR(st.st_mode) ? "a character device" : S_ISBLK(st.st_mode) ? "a block device"
+                           : S_ISFIFO(st.st_mode) ? "a FIFO" : "not a regular file";
+        throw Error("output '" + out + "' is " + kind + ": ringcap writes perf.data to a regular file and does not "
+                    "replace it; give a file name with -o");
+    }
     if (stat(out.c_str(), &st) == 0 && access(out.c_str(), W_OK) != 0)
         throw Error("output '" + out + "' is not writable: " + errno_text(errno) + " (choose another -o)");
 }
@@ -82,6 +93,17 @@ std::vector<std::byte> tracing_payload(const std::vector<EventSpec>& specs) {
     return build_tracing_data(tracefs_root(), tracepoints);
 }
 
+// What to do about a write error.
+std::string write_error_hint(int err) {
+    switch (err) {
+        case ENOSPC: return " (the filesystem is full)";
+        case EDQUOT: return " (the disk quota is used up)";
+        case EFBIG: return " (the file reached RLIMIT_FSIZE, see ulimit -f, or the filesystem's largest file)";
+        case EIO: return " (the device reported an I/O error: see dmesg)";
+        default: return "";
+    }
+}
+
 // Adds a collector's counters to a record snapshot (one per collector, once there are several).
 void add(RecordSnapshot& s, const CollectorSnapshot& c) {
     for (const auto& r : c.rings) {
@@ -110,7 +132,7 @@ public:
     // CollectorControl
     void on_control(Source s) override;
     bool stop_requested() const override { return stop_; }
-    void after_pass() override { output_->refresh_header(collector_->writer()); }
+    void after_pass() override;
 
 private:
     std::vector<AttrEntry> attr_entries(RingSource& source, const std::vector<perf_event_attr>& attrs) const;
@@ -118,6 +140,7 @@ private:
     void synthesize(RingSource& source);
     void stop(RingSource& source);
     void finish();
+    void end_command(RecordSummary& sum);
 
     const RecordOptions& opts_;
     std::ostream& log_;
@@ -132,8 +155,9 @@ private:
     std::vector<uint64_t> event_lost_samples_;
     uint64_t lost_samples_ = 0;
     uint64_t file_bytes_ = 0;
-    Clock::time_point t0_{};
-    double seconds_ = -1;  // set at stop; until then snapshot() measures
+    Clock::time_point t0_{};   // the events were enabled
+    std::optional<Clock::time_point> deadline_;  // --duration
+    double seconds_ = -1;  // capture time, set at stop; until then snapshot() measures
     bool stop_ = false;
     std::string stop_reason_;
 };
@@ -176,13 +200,16 @@ std::vector<AttrEntry> Session::attr_entries(RingSource& source, const std::vect
 int Session::run(RingSource& source, RecordSummary& sum) {
     // 1. Plan: every derived setting, once.
     const RecordPlan plan = RecordPlan::make(opts_, source, HostLimits::current());
-    specs_ = source.specs();
-    event_lost_samples_.assign(specs_.size(), 0);
+    for (const auto& note : plan.notes()) log_ << "ringcap: " << note << "\n";
     ensure_fd_limit(source.fd_count());
 
-    // 2. Open the source: events disabled, rings mapped (before any poll: seed 000).
+    // 2. Open the source: events disabled, rings mapped (before any poll: seed 000). It may adjust
+    // the attrs and names (user-space only when the kernel allows no more).
     std::vector<perf_event_attr> attrs;
     const size_t ring_pages = open_source(source, plan, log_, attrs);
+    for (const auto& note : source.notes()) log_ << "ringcap: " << note << "\n";
+    specs_ = source.specs();
+    event_lost_samples_.assign(specs_.size(), 0);
 
     // 3. The collector: loop, staging, readers. -r applies to its thread here, before any file.
     CollectorConfig cc;
@@ -196,23 +223,37 @@ int Session::run(RingSource& source, RecordSummary& sum) {
     if (!collector_->fallback_reason().empty())
         log_ << "ringcap: io_uring unavailable, using epoll: " << collector_->fallback_reason() << "\n";
 
-    // 4. Output. Setup succeeded: only now is an existing output touched (perf keeps one .old).
+    // 4. Output, under a temporary name until the start of it is on disk.
     output_ = std::make_unique<FileOutput>(opts_.output, opts_.allow_direct, attr_entries(source, attrs));
     collector_->attach(output_->file(), output_->data_offset());
-    output_->publish();
     if (opts_.verbose) print_setup(source, plan, ring_pages);
     collector_->watch_control(Source::Signal, signals_.fd());
     if (command_) collector_->watch_control(Source::Child, command_->pidfd());
-    if (opts_.duration_s > 0) collector_->set_timer(opts_.duration_s);
     collector_->arm();
 
-    // 5. What already runs, written first.
+    // 5. What already runs, written first and made durable with its header. Setup succeeded: only
+    // now is an existing output touched (perf keeps one .old), and the file is valid from here on.
     synthesize(source);
+    collector_->flush_start();
+    if (collector_->writer().failed())
+        throw Error("cannot write the start of '" + opts_.output + "': " + errno_text(collector_->writer().error()) +
+                    write_error_hint(collector_->writer().error()));
+    output_->publish(collector_->writer().durable_size());
 
-    // 6. Start, 7. run until a stop source fires, every ring hung up, or a write failed.
-    t0_ = Clock::now();
+    // 6. Start; --duration counts from here (with many CPUs, enabling every event takes a while).
+    const auto enable_start = Clock::now();
     source.enable();
+    t0_ = Clock::now();
+    if (opts_.verbose)
+        log_ << "ringcap: events enabled in " << std::fixed << std::setprecision(1)
+             << std::chrono::duration<double, std::milli>(t0_ - enable_start).count() << " ms\n";
+    if (opts_.duration_s > 0) {
+        collector_->set_timer(opts_.duration_s);
+        deadline_ = t0_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts_.duration_s));
+    }
     if (command_) command_->start();
+
+    // 7. Run until a stop source fires, every ring hung up, or a write failed.
     switch (collector_->run()) {
         case StopCause::Requested:
             break;  // on_control said why
@@ -227,7 +268,6 @@ int Session::run(RingSource& source, RecordSummary& sum) {
     // 8. Stop, 9. finish the file.
     stop(source);
     finish();
-    if (command_) command_->terminate();
 
     static_cast<RecordSnapshot&>(sum) = snapshot();
     sum.path = opts_.output;
@@ -236,8 +276,40 @@ int Session::run(RingSource& source, RecordSummary& sum) {
     sum.file_bytes = file_bytes_;
     sum.o_direct = output_->file().o_direct();
     sum.exit_code = collector_->writer().failed() ? 1 : 0;
+    if (command_) end_command(sum);
     print_summary(sum, log_);
     return sum.exit_code;
+}
+
+void Session::end_command(RecordSummary& sum) {
+    // As perf record: the command's own failure is the record's exit status (if the record itself
+    // succeeded). A command that was still running when the record stopped gets SIGTERM; that is
+    // the record's doing, not a failure.
+    const bool running = command_->running();
+    const int st = command_->terminate();
+    if (running) {
+        sum.command_status = "was still running at the end and got SIGTERM";
+        return;
+    }
+    int code = 0;
+    if (WIFEXITED(st)) {
+        code = WEXITSTATUS(st);
+        sum.command_status = "exited with status " + std::to_string(code);
+    } else if (WIFSIGNALED(st)) {
+        code = 128 + WTERMSIG(st);
+        const char* n = sigabbrev_np(WTERMSIG(st));
+        sum.command_status = std::string("was killed by SIG") + (n ? n : "?") + " (status " + std::to_string(code) + ")";
+    }
+    if (sum.exit_code == 0) sum.exit_code = code;
+}
+
+void Session::after_pass() {
+    output_->refresh_header(collector_->writer());
+    // The timer may fire late on a loaded machine; the clock decides.
+    if (deadline_ && !stop_ && Clock::now() >= *deadline_) {
+        stop_reason_ = "duration reached";
+        stop_ = true;
+    }
 }
 
 void Session::print_setup(const RingSource& source, const RecordPlan& plan, size_t ring_pages) const {
@@ -278,7 +350,12 @@ void Session::synthesize(RingSource& source) {
 }
 
 void Session::stop(RingSource& source) {
+    const auto stop_start = Clock::now();
+    seconds_ = std::chrono::duration<double>(stop_start - t0_).count();
     source.disable();  // afterwards every record is in the rings
+    if (opts_.verbose)
+        log_ << "ringcap: events disabled in " << std::fixed << std::setprecision(1)
+             << std::chrono::duration<double, std::milli>(Clock::now() - stop_start).count() << " ms\n";
     collector_->drain_rest();
     for (const auto& l : source.lost_counts()) {
         // Samples the source dropped for this event; perf record writes them the same way.
@@ -287,14 +364,15 @@ void Session::stop(RingSource& source) {
         lost_samples_ += l.lost;
         event_lost_samples_[l.event_index] += l.lost;
     }
-    seconds_ = std::chrono::duration<double>(Clock::now() - t0_).count();
 }
 
 void Session::finish() {
     collector_->flush();
     Writer& w = collector_->writer();
-    // Everything if all writes succeeded; after a failure, the last record boundary before it.
+    // Everything if all writes succeeded; after a failure, the last whole record that reached the
+    // disk before it (a full disk keeps all that fit).
     file_bytes_ = w.durable_size();
+    if (w.failed()) file_bytes_ = output_->last_record_end(file_bytes_, w.bytes_kept());
     std::vector<std::byte> build_ids;
     if (opts_.build_ids) {
         std::set<std::string> dsos = synthesized_dsos_;
@@ -305,8 +383,9 @@ void Session::finish() {
         output_->finish(file_bytes_, HostInfo::current(opts_.argv), tracing_payload(specs_), build_ids);
     if (w.failed())
         log_ << "ringcap: ERROR: writing '" << opts_.output << "' failed: " << errno_text(w.error())
-             << "; capture stopped and kept " << file_bytes_ << " bytes of data (" << w.bytes_queued() - file_bytes_
-             << " bytes not written); the file is valid up to there\n";
+             << write_error_hint(w.error()) << "; capture stopped and kept " << file_bytes_ << " bytes of data (" << w.bytes_queued() - file_bytes_
+             << " bytes not written); the file is valid up to there. The counts below are of what was read from "
+                "the rings; not all of it reached the file\n";
     if (!feature_error.empty()) log_ << "ringcap: the header features were not written (" << feature_error << ")\n";
 }
 
@@ -316,7 +395,13 @@ RecordSnapshot Session::snapshot() const {
     const CollectorSnapshot c = collector_->snapshot();
     add(s, c);
     for (size_t e = 0; e < specs_.size(); ++e) {
-        if (specs_[e].tracking) continue;
+        if (specs_[e].tracking) {
+            // Records perf report needs to name processes and resolve symbols; their loss counts too.
+            const uint64_t lost = event_lost_samples_[e] ? event_lost_samples_[e] : c.events[e].lost;
+            s.tracking_lost += lost;
+            s.kernel_lost += lost;
+            continue;
+        }
         EventSummary es;
         es.name = specs_[e].name;
         es.samples = c.events[e].samples;
@@ -340,7 +425,7 @@ int run_record(const RecordOptions& opts, std::ostream& log, RecordSummary* summ
     SignalBlock signals;
     std::unique_ptr<Command> command;
     if (!opts.command.empty()) {
-        command = std::make_unique<Command>(opts.command, signals.old_mask());
+        command = std::make_unique<Command>(opts.command, signals);
         if (target.per_task) target.tids = {command->pid()};
     }
     PerfSource source(opts.events, std::move(target));

@@ -20,16 +20,17 @@ void print_summary(const RecordSummary& s, std::ostream& log) {
     std::ostringstream o;  // one write to stderr
     o << "ringcap: stopped (" << s.stop_reason << ") after " << std::fixed << std::setprecision(2) << s.seconds
       << " s\n";
-    o << "  cpu         bytes    records    samples  lost-recs       lost   wakeups\n";
+    o << "  cpu         bytes    records    samples  lost-recs       lost  throttled   wakeups\n";
     for (const auto& c : s.cpus)
         o << "  " << std::setw(3) << c.cpu << std::setw(14) << c.ring.bytes << std::setw(11) << c.ring.records
           << std::setw(11) << c.ring.samples << std::setw(11) << c.ring.lost_records << std::setw(11) << c.ring.lost
-          << std::setw(10) << c.wakeups << (c.hung_up ? "  hung up" : "") << "\n";
+          << std::setw(11) << c.ring.throttles << std::setw(10) << c.wakeups << (c.hung_up ? "  hung up" : "") << "\n";
     o << "  all" << std::setw(14) << s.total.bytes << std::setw(11) << s.total.records << std::setw(11)
-      << s.total.samples << std::setw(11) << s.total.lost_records << std::setw(11) << s.total.lost << std::setw(10)
-      << s.cqes << "\n";
+      << s.total.samples << std::setw(11) << s.total.lost_records << std::setw(11) << s.total.lost << std::setw(11)
+      << s.total.throttles << std::setw(10) << s.cqes << "\n";
     for (const auto& e : s.events)
         o << "  event " << e.name << ": samples " << e.samples << ", kernel-lost " << e.kernel_lost() << "\n";
+    if (s.tracking_lost) o << "  tracking event: kernel-lost " << s.tracking_lost << " records\n";
     const double mb = double(s.file_bytes) / 1e6;
     o << "ringcap: wrote " << std::setprecision(3) << mb << " MB to '" << s.path << "' ("
       << (s.o_direct ? "O_DIRECT" : "buffered") << ", " << s.writes << " writes, " << std::setprecision(1)
@@ -37,13 +38,22 @@ void print_summary(const RecordSummary& s, std::ostream& log) {
       << s.cqes << " ring wake-ups, " << s.rearms << " re-arms, " << s.waits << " waits\n";
     o << "ringcap: samples=" << s.total.samples << " records=" << s.total.records << " lost=" << s.kernel_lost
       << " lost_records=" << s.total.lost_records << " cqes=" << s.cqes << " rearms=" << s.rearms
-      << " hangups=" << s.hangups << " bytes=" << s.file_bytes << " staging_full=" << s.total.partial_drains << "\n";
-    const uint64_t lost = s.kernel_lost;
-    if (lost > 0)
-        o << "ringcap: WARNING: the kernel dropped " << lost << " sample(s) (" << std::setprecision(2)
-          << 100.0 * double(lost) / double(lost + s.total.samples)
-          << " %): the rings filled faster than they were drained. Use a bigger ring (-m), a lower rate (-F), "
+      << " hangups=" << s.hangups << " bytes=" << s.file_bytes << " staging_full=" << s.total.partial_drains
+      << " throttled=" << s.total.throttles << "\n";
+    if (!s.command_status.empty()) o << "ringcap: the command " << s.command_status << "\n";
+    const uint64_t lost = s.kernel_lost, samples_lost = lost - s.tracking_lost;
+    if (lost > 0) {
+        o << "ringcap: WARNING: the kernel dropped " << samples_lost << " sample(s) (" << std::setprecision(2)
+          << 100.0 * double(samples_lost) / double(samples_lost + s.total.samples) << " %)";
+        if (s.tracking_lost)
+            o << " and " << s.tracking_lost << " process/mapping record(s), so some names and symbols may be missing";
+        o << ": the rings filled faster than they were drained. Use a bigger ring (-m), a lower rate (-F), "
              "or fewer events.\n";
+    }
+    if (s.total.throttles > 0)
+        o << "ringcap: WARNING: the kernel throttled sampling " << s.total.throttles
+          << " time(s) (kernel.perf_cpu_time_max_percent): no samples were taken while throttled. Use a lower "
+             "rate (-F).\n";
     if (lost > 0 && s.total.partial_drains > 0)
         o << "ringcap: " << s.total.partial_drains << " ring drain(s) stopped early on full staging: the output "
              "could not keep up; more staging (--staging-buffers) rides out slow writes.\n";

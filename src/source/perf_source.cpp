@@ -15,6 +15,12 @@ namespace ringcap {
 
 namespace {
 
+// perf_event_open refused for lack of privilege (kernel.perf_event_paranoid, CAP_PERFMON).
+class PermissionError : public Error {
+public:
+    using Error::Error;
+};
+
 int perf_event_open(perf_event_attr* attr, pid_t pid, int cpu, int group_fd, unsigned long flags) {
     return static_cast<int>(::syscall(SYS_perf_event_open, attr, pid, cpu, group_fd, flags));
 }
@@ -71,7 +77,11 @@ std::vector<SourceRing> open_rings(const std::vector<EventSpec>& specs, const st
             for (size_t e = 0; e < specs.size(); ++e) {
                 perf_event_attr attr = attrs[e];
                 int fd = perf_event_open(&attr, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-                if (fd < 0) throw Error(open_failure(specs[e], cpu, tid, errno, attr));
+                if (fd < 0) {
+                    const int err = errno;
+                    if (err == EACCES || err == EPERM) throw PermissionError(open_failure(specs[e], cpu, tid, err, attr));
+                    throw Error(open_failure(specs[e], cpu, tid, err, attr));
+                }
                 OpenEvent ev;
                 ev.fd.reset(fd);
                 ev.cpu = cpu;
@@ -167,8 +177,34 @@ size_t PerfSource::fd_count() const {
     return target_.cpus.size() * std::max<size_t>(1, target_.tids.size()) * specs_.size();
 }
 
-void PerfSource::open(const std::vector<perf_event_attr>& attrs, size_t data_pages) {
-    rings_ = open_rings(specs_, attrs, target_.cpus, target_.tids, data_pages);
+bool PerfSource::exclude_kernel(std::vector<perf_event_attr>& attrs) const {
+    bool changed = false;
+    for (auto& a : attrs)
+        if (!a.exclude_kernel && !a.exclude_user) {
+            a.exclude_kernel = 1;
+            a.exclude_hv = 1;
+            changed = true;
+        }
+    return changed;
+}
+
+void PerfSource::open(std::vector<perf_event_attr>& attrs, size_t data_pages) {
+    if (user_only_) exclude_kernel(attrs);
+    try {
+        rings_ = open_rings(specs_, attrs, target_.cpus, target_.tids, data_pages);
+    } catch (const PermissionError&) {
+        // As perf record: when kernel.perf_event_paranoid (2, Debian's default) lets this user
+        // sample its own tasks in user space only, record that instead of failing.
+        const auto paranoid = read_sysctl("kernel/perf_event_paranoid");
+        if (user_only_ || !target_.per_task || !paranoid || *paranoid < 2 || !exclude_kernel(attrs)) throw;
+        user_only_ = true;
+        for (auto& sp : specs_)
+            if (!sp.tracking) sp.name += sp.name.find(':') == std::string::npos ? ":u" : "u";  // perf's naming
+        notes_.push_back("kernel.perf_event_paranoid=" + std::to_string(*paranoid) +
+                         " allows this user user-space samples only: recording them (as perf does); run as root, "
+                         "or set the sysctl to 1 or lower, for kernel samples");
+        rings_ = open_rings(specs_, attrs, target_.cpus, target_.tids, data_pages);
+    }
     sample_type_ = attrs.front().sample_type;
 }
 

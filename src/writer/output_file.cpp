@@ -1,31 +1,77 @@
+#include "ringcap/output_file.hpp"
+
 #include <cerrno>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ringcap/writer.hpp"
-
 namespace ringcap {
+
+namespace {
+
+std::string dir_of(const std::string& path) {
+    const auto slash = path.rfind('/');
+    return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+// Holds flock(LOCK_EX) on the output's directory while the names in it are checked and changed, so
+// that two ringcaps starting or publishing at once see each other.
+class DirLock {
+public:
+    explicit DirLock(const std::string& path) : fd_(::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
+        if (fd_) while (::flock(fd_.get(), LOCK_EX) != 0 && errno == EINTR) {}
+    }
+
+private:
+    UniqueFd fd_;  // closing it releases the lock
+};
+
+// Whether another process holds the lock of the file at `path` (a ringcap writing it).
+bool locked_by_another(const std::string& path) {
+    struct stat st{};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;  // never open devices
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW));
+    if (!fd) return false;
+    return ::flock(fd.get(), LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+}
+
+[[noreturn]] void busy(const std::string& path, const std::string& what) {
+    throw Error("another ringcap is writing '" + what + "': choose another -o than '" + path + "'", 2);
+}
+
+}  // namespace
 
 OutputFile OutputFile::create(const std::string& path, bool allow_direct) {
     OutputFile f;
     f.path_ = path;
     // Created under a temporary name: an existing file is only replaced (and kept as .old) once the
     // new one exists, so a failed start never touches it.
-    f.tmp_path_ = path + ".ringcap-tmp";
-    ::unlink(f.tmp_path_.c_str());
-    int fd = ::open(f.tmp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        int err = errno;
-        throw Error("cannot create output file '" + path + "': " + errno_text(err) +
-                        (err == ENOENT ? " (does its directory exist?)" : "") +
-                        (err == EACCES || err == EROFS ? " (choose a writable location with -o)" : ""),
-                    2);
+    const std::string tmp = path + ".ringcap-tmp";
+    {
+        DirLock dir(path);
+        if (locked_by_another(path)) busy(path, path);
+        // A temporary file that is locked belongs to a ringcap that is starting; an unlocked one was
+        // left by one that was killed before it published.
+        if (locked_by_another(tmp)) busy(path, tmp);
+        ::unlink(tmp.c_str());
+        int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            const int err = errno;
+            throw Error("cannot create output file '" + path + "': " + errno_text(err) +
+                            (err == ENOENT ? " (does its directory exist?)" : "") +
+                            (err == EACCES || err == EROFS ? " (choose a writable location with -o)" : ""),
+                        2);
+        }
+        f.buffered_.reset(fd);
+        f.tmp_path_ = tmp;  // ours from here on: removed unless published
+        // Held until the process exits: the open file description keeps it across the rename. Under
+        // the directory lock nobody else can hold it yet.
+        ::flock(fd, LOCK_EX | LOCK_NB);
     }
-    f.buffered_.reset(fd);
     if (allow_direct) {
         // Some filesystems (tmpfs on older kernels, overlayfs, FUSE) refuse O_DIRECT with EINVAL.
-        int dfd = ::open(f.tmp_path_.c_str(), O_WRONLY | O_CLOEXEC | O_DIRECT);
+        int dfd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC | O_DIRECT);
         if (dfd >= 0) f.direct_.reset(dfd);
     }
     return f;
@@ -33,18 +79,24 @@ OutputFile OutputFile::create(const std::string& path, bool allow_direct) {
 
 void OutputFile::publish() {
     if (tmp_path_.empty()) return;
+    // What is in the file so far (header, the records of what already ran) survives a crash too.
+    if (::fdatasync(buffered_.get()) != 0)
+        throw Error("cannot write '" + path_ + "' to disk: " + errno_text(errno), 2);
+    DirLock dir(path_);
+    const std::string old = path_ + ".old";
+    // Another ringcap may have published `path` since create(): replacing its file would lose its
+    // capture (it keeps writing the file under .old, or unlinked).
+    if (locked_by_another(path_)) busy(path_, path_);
+    if (locked_by_another(old)) busy(path_, old);
     struct stat st{};
     if (::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-        const std::string old = path_ + ".old";
         if (::rename(path_.c_str(), old.c_str()) != 0) {
-            int err = errno;
-            ::unlink(tmp_path_.c_str());
+            const int err = errno;
             throw Error("cannot rename '" + path_ + "' to '" + old + "': " + errno_text(err));
         }
     }
     if (::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
-        int err = errno;
-        ::unlink(tmp_path_.c_str());
+        const int err = errno;
         throw Error("cannot create '" + path_ + "': " + errno_text(err));
     }
     tmp_path_.clear();
@@ -67,6 +119,17 @@ void OutputFile::pwrite_all(const void* buf, size_t len, uint64_t offset) const 
         len -= size_t(n);
         offset += uint64_t(n);
     }
+}
+
+size_t OutputFile::pread_some(void* buf, size_t len, uint64_t offset) const {
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = ::pread(buffered_.get(), static_cast<char*>(buf) + done, len - done, off_t(offset + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        done += size_t(n);
+    }
+    return done;
 }
 
 }  // namespace ringcap

@@ -32,7 +32,7 @@ struct EdgeOnlySource final : RingSource {
     size_t ring_count() const override { return 3; }
     size_t fd_count() const override { return 3; }
     bool level_triggered_ok() const override { return false; }
-    void open(const std::vector<perf_event_attr>&, size_t) override {}
+    void open(std::vector<perf_event_attr>&, size_t) override {}
     std::span<SourceRing> rings() override { return {}; }
     void enable() override {}
     void disable() override {}

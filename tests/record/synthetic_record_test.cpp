@@ -115,3 +115,59 @@ TEST_CASE("synthetic rings: with staging short, the rings take turns (no ring st
     INFO("samples per ring: min " << lo << ", max " << hi);
     CHECK(lo * 2 >= hi);
 }
+
+namespace {
+
+// The synthetic source, but enabling takes a while, as enabling thousands of events does on a big
+// or emulated machine (one IPI per event).
+class SlowEnableSource final : public RingSource {
+public:
+    explicit SlowEnableSource(const SyntheticConfig& cfg) : inner_(cfg) {}
+    const std::vector<EventSpec>& specs() const override { return inner_.specs(); }
+    std::string describe() const override { return inner_.describe(); }
+    perf_event_attr attr(const EventSpec& s, const SamplingConfig& c) const override { return inner_.attr(s, c); }
+    size_t ring_count() const override { return inner_.ring_count(); }
+    size_t fd_count() const override { return inner_.fd_count(); }
+    bool level_triggered_ok() const override { return false; }
+    void open(std::vector<perf_event_attr>& attrs, size_t pages) override { inner_.open(attrs, pages); }
+    std::span<SourceRing> rings() override { return inner_.rings(); }
+    void enable() override {
+        inner_.enable();
+        timespec ts{0, 600'000'000};  // the slow kernel, not synchronisation
+        nanosleep(&ts, nullptr);
+        enabled_at_offered_ = inner_.offered();
+    }
+    void disable() override { inner_.disable(); }
+    std::vector<LostReading> lost_counts() const override { return inner_.lost_counts(); }
+
+    SyntheticSource inner_;
+    uint64_t enabled_at_offered_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("duration is capture time: it starts once every event is enabled", "[record][synthetic]") {
+    require_uring();
+    TempFile f("synth-duration");
+    SyntheticConfig cfg;
+    cfg.rings = 2;
+    cfg.mb_per_ring = 10;  // 5 MB offered per ring over the 0.5 s below
+    cfg.record_bytes = 2048;
+    SlowEnableSource source(cfg);
+    RecordOptions o;
+    o.mmap_pages = 64;
+    o.duration_s = 0.5;
+    o.output = f.path;
+    o.build_ids = false;
+    std::ostringstream log;
+    RecordSummary sum;
+    REQUIRE(run_record(o, source, log, &sum) == 0);
+    INFO(log.str());
+    CHECK(sum.stop_reason == "duration reached");
+    CHECK(sum.seconds >= 0.5);
+    // The producers kept offering for the whole duration after enable() returned. When the duration
+    // counted from before enable, the 0.6 s enable used it all up and the capture stopped at once.
+    const double mb_after_enable = double(source.inner_.offered() - source.enabled_at_offered_) * 2048 / 1e6;
+    INFO("offered after enable: " << mb_after_enable << " MB");
+    CHECK(mb_after_enable >= 2 * 10 * 0.5 * 0.8);
+}

@@ -63,7 +63,8 @@ TEST_CASE("synthetic rings have a perf ring's layout, every sample written is dr
     SyntheticSource src(cfg, 100);
     CHECK(src.ring_count() == 3);
     CHECK_FALSE(src.level_triggered_ok());  // eventfds: io_uring only
-    src.open({attr}, 4);
+    std::vector<perf_event_attr> attrs{attr};
+    src.open(attrs, 4);
     Drainer d(src.rings());
     REQUIRE(d.rings.size() == 3);
     for (size_t i = 0; i < 3; ++i) {
@@ -99,7 +100,8 @@ TEST_CASE("synthetic rings drop like the kernel when full: counted, then reporte
     cfg.record_bytes = 4096;
     SamplingConfig sampling;
     SyntheticSource src(cfg, 7);
-    src.open({synthetic_attr(cfg, sampling)}, 4);
+    std::vector<perf_event_attr> attrs{synthetic_attr(cfg, sampling)};
+    src.open(attrs, 4);
     Drainer d(src.rings());
     src.enable();
     while (src.dropped() == 0) {

@@ -1,0 +1,51 @@
+// The output file: created under a temporary name, moved into place once setup succeeded, locked
+// against a second ringcap writing the same path, and opened twice (O_DIRECT for aligned bulk
+// writes when the filesystem accepts it, buffered for the unaligned pieces: the header, features,
+// and partial buffers).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "ringcap/sys.hpp"
+
+namespace ringcap {
+
+class OutputFile {
+public:
+    // Creates the file as `path.ringcap-tmp`. Until publish() an existing file at `path` is
+    // untouched; an unpublished file is removed. Throws Error (exit status 2) naming the cause, and
+    // when another ringcap is writing `path` (or its .old), or is about to.
+    static OutputFile create(const std::string& path, bool allow_direct = true);
+    // Makes the file durable, moves an existing `path` to `path.old` (as perf does) and the new file
+    // into place. Throws Error (exit status 2) if another ringcap published `path` meanwhile.
+    void publish();
+
+    // Moving hands over the duty to remove an unpublished file.
+    OutputFile(OutputFile&& o) noexcept
+        : direct_(std::move(o.direct_)), buffered_(std::move(o.buffered_)), path_(std::move(o.path_)),
+          tmp_path_(std::exchange(o.tmp_path_, {})) {}
+    OutputFile& operator=(OutputFile&&) = delete;
+    ~OutputFile();
+
+    int direct_fd() const { return direct_ ? direct_.get() : buffered_.get(); }
+    int buffered_fd() const { return buffered_.get(); }
+    bool o_direct() const { return static_cast<bool>(direct_); }
+    const std::string& path() const { return path_; }
+    // Synchronous positional write of all of buf (used at start and stop only).
+    void pwrite_all(const void* buf, size_t len, uint64_t offset) const;
+    // Synchronous positional read; fewer bytes at the end of the file.
+    size_t pread_some(void* buf, size_t len, uint64_t offset) const;
+
+private:
+    UniqueFd direct_;
+    UniqueFd buffered_;  // read-write, and holds the lock (flock) for the whole record
+    std::string path_;
+    std::string tmp_path_;  // non-empty until publish()
+
+    OutputFile() = default;
+};
+
+}  // namespace ringcap

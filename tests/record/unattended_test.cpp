@@ -1,0 +1,315 @@
+// What a batch job meets: special and shared outputs, resource limits, memory cgroups, a user without
+// privileges, a closed stderr, the recorded command's failure, throttling, losses, unmounting after.
+// Each case runs the ringcap binary in a child and reads the file with perf.
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <fstream>
+#include <grp.h>
+#include <regex>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/sysmacros.h>
+
+#include "record/spawn.hpp"
+#include "tools.hpp"
+
+using namespace ringcap_test;
+
+namespace {
+
+// A directory anyone may write in (for a record run as another user), removed with what is in it.
+struct OpenDir {
+    std::string dir;
+    OpenDir() {
+        char tmpl[] = "/tmp/ringcap-open-XXXXXX";
+        REQUIRE(mkdtemp(tmpl));
+        dir = tmpl;
+        chmod(dir.c_str(), 0777);
+    }
+    ~OpenDir() { run_command("rm -rf '" + dir + "'"); }
+};
+
+// Sets a sysctl for the test's lifetime (root only; skips loudly otherwise).
+struct Sysctl {
+    std::string path, old;
+    Sysctl(const std::string& name, const std::string& value) : path("/proc/sys/" + name) {
+        old = read_file(path);
+        std::ofstream out(path);
+        out << value;
+        out.flush();
+        if (!out) skip_test("cannot set " + name + " (needs root)");
+    }
+    ~Sysctl() { std::ofstream(path) << old; }
+};
+
+// A memory cgroup with a limit, v1 or v2, removed at the end; skips loudly where none can be made.
+struct MemoryCgroup {
+    std::string dir, procs;
+    explicit MemoryCgroup(const std::string& limit) {
+        const std::string name = "/ringcap-test-" + std::to_string(getpid());
+        if (::access("/sys/fs/cgroup/memory", W_OK) == 0 && mkdir(("/sys/fs/cgroup/memory" + name).c_str(), 0755) == 0) {
+            dir = "/sys/fs/cgroup/memory" + name;
+            std::ofstream(dir + "/memory.limit_in_bytes") << limit;
+        } else if (read_file("/sys/fs/cgroup/cgroup.subtree_control").find("memory") != std::string::npos &&
+                   mkdir(("/sys/fs/cgroup" + name).c_str(), 0755) == 0) {
+            dir = "/sys/fs/cgroup" + name;
+            std::ofstream(dir + "/memory.max") << limit;
+        } else {
+            skip_test("no memory cgroup can be created here (needs root and a memory controller)");
+        }
+        procs = dir + "/cgroup.procs";
+    }
+    ~MemoryCgroup() { rmdir(dir.c_str()); }  // empty again once the child exited
+};
+
+}  // namespace
+
+TEST_CASE("devices and FIFOs given as -o are refused (exit 2) and never replaced", "[unattended]") {
+    require_kernel();
+    OpenDir d;
+    const std::string chr = d.dir + "/null", fifo = d.dir + "/fifo";
+    if (mknod(chr.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) skip_test("mknod needs root");
+    REQUIRE(mkfifo(fifo.c_str(), 0666) == 0);
+    for (const auto& [out, kind] : {std::pair{chr, "a character device"}, std::pair{fifo, "a FIFO"}}) {
+        auto r = run_command(kRingcap + " record -a --duration 0.2 -o " + out + " 2>&1");
+        INFO(r.output);
+        CHECK(r.status == 2);
+        CHECK(r.output.find(std::string("is ") + kind + ": ringcap writes perf.data to a regular file") !=
+              std::string::npos);
+        struct stat st{};
+        REQUIRE(lstat(out.c_str(), &st) == 0);
+        CHECK((S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)));
+        CHECK(stat((out + ".old").c_str(), &st) != 0);
+    }
+}
+
+TEST_CASE("records to one -o at once: one writes it, the others exit 2 at once and touch nothing", "[unattended]") {
+    require_kernel();
+    const std::string perf = require_perf();
+    OpenDir d;
+    const std::string out = d.dir + "/perf.data";
+    std::vector<Running> runs;
+    std::vector<std::unique_ptr<TempFile>> logs;
+    for (int i = 0; i < 4; ++i) {
+        logs.push_back(std::make_unique<TempFile>("concurrent-log"));
+        runs.push_back(spawn({"record", "-a", "-F", "1000", "--duration", "1", "-o", out}, logs.back()->path));
+    }
+    int ok = 0, refused = 0;
+    for (size_t i = 0; i < runs.size(); ++i) {
+        const int rc = wait_exit(runs[i]);
+        const std::string text = read_file(logs[i]->path);
+        INFO(text);
+        if (rc == 0) ++ok;
+        if (rc == 2 && text.find("another ringcap is writing '") != std::string::npos &&
+            std::count(text.begin(), text.end(), '\n') == 1)
+            ++refused;
+    }
+    CHECK(ok == 1);
+    CHECK(refused == 3);
+    CHECK(perf_report_stats(perf, out).ok());
+    struct stat st{};
+    CHECK(stat((out + ".old").c_str(), &st) != 0);  // nobody moved the winner's file away
+    CHECK(stat((out + ".ringcap-tmp").c_str(), &st) != 0);
+
+    // A record that starts while another one is writing the file is refused before it does anything.
+    Running first = spawn({"record", "-a", "-F", "1000", "--duration", "2", "-o", out}, logs[0]->path);
+    REQUIRE(eventually([&] { return header_data_size(out) > 0 && read_file(out + ".old").size() > 0; }));
+    auto second = run_command(kRingcap + " record -a --duration 0.2 -o " + out + " 2>&1");
+    CHECK(second.status == 2);
+    CHECK(second.output.find("another ringcap is writing '" + out + "'") != std::string::npos);
+    CHECK(wait_exit(first) == 0);
+    CHECK(perf_report_stats(perf, out).ok());
+}
+
+TEST_CASE("RLIMIT_FSIZE: no SIGXFSZ death, the file keeps what fit, exit 1 naming the limit", "[unattended]") {
+    require_kernel();
+    const std::string perf = require_perf();
+    OpenDir d;
+    const std::string out = d.dir + "/perf.data";
+    TempFile log("fsize-log");
+    constexpr rlim_t kLimit = 2 << 20;
+    std::vector<std::string> args{"record", "-a", "-F", "10000", "--call-graph", "dwarf", "-o", out};
+    args.insert(args.end(), kBusy.begin(), kBusy.end());
+    Running r = spawn(args, log.path, [] {
+        rlimit rl{kLimit, kLimit};
+        setrlimit(RLIMIT_FSIZE, &rl);
+    });
+    const int rc = wait_exit(r);
+    const std::string text = read_file(log.path);
+    INFO(text);
+    CHECK(rc == 1);
+    CHECK(text.find("File too large (EFBIG) (the file reached RLIMIT_FSIZE") != std::string::npos);
+    std::smatch m;
+    REQUIRE(std::regex_search(text, m, std::regex("kept ([0-9]+) bytes of data")));
+    CHECK(std::stoull(m[1]) >= (kLimit - 4096) * 95 / 100);
+    const PerfStats stats = perf_report_stats(perf, out);
+    INFO(stats.output);
+    CHECK(stats.ok());
+    CHECK(stats.count("SAMPLE") > 0);
+}
+
+TEST_CASE("a memory cgroup limit: staging is sized to fit (8-16 MiB) or left alone (64 MiB), never killed",
+          "[unattended]") {
+    require_kernel();
+    const std::string perf = require_perf();
+    for (const std::string limit : {"8M", "16M", "64M"}) {
+        INFO("memory limit " << limit);
+        MemoryCgroup cg(limit);
+        OpenDir d;
+        const std::string out = d.dir + "/perf.data";
+        TempFile log("memcg-log");
+        std::vector<std::string> args{"record", "-a", "-F", "4000", "--call-graph", "dwarf", "--duration", "1",
+                                      "-o", out};
+        Running r = spawn(args, log.path, [&] { std::ofstream(cg.procs) << getpid() << std::endl; });
+        const int rc = wait_exit(r);
+        const std::string text = read_file(log.path);
+        INFO(text);
+        CHECK(rc == 0);
+        const bool fitted = text.find("the memory cgroup limit is ") != std::string::npos;
+        CHECK(fitted == (limit != "64M"));
+        CHECK(perf_report_stats(perf, out).ok());
+    }
+}
+
+TEST_CASE("a user without privileges at perf_event_paranoid=2 records its command in user space", "[unattended]") {
+    require_kernel();
+    const std::string perf = require_perf();
+    if (getuid() != 0) skip_test("needs root to switch to another user");
+    Sysctl paranoid("kernel/perf_event_paranoid", "2");
+    OpenDir d;
+    const std::string out = d.dir + "/perf.data";
+    TempFile log("user-log");
+    chmod(log.path.c_str(), 0666);
+    Running r = spawn({"record", "-F", "1000", "-o", out, "--", RINGCAP_WORKLOAD, "300"}, log.path, [] {
+        if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(126);
+    });
+    const int rc = wait_exit(r);
+    const std::string text = read_file(log.path);
+    INFO(text);
+    REQUIRE(rc != 126);
+    CHECK(rc == 0);
+    CHECK(text.find("allows this user user-space samples only: recording them") != std::string::npos);
+    CHECK(text.find("event cpu-clock:u: samples ") != std::string::npos);
+    CHECK(summary_value(text, "samples") > 0);
+    // perf reads a file owned by another user only with -f.
+    auto rep = run_command(perf + " report -f --stats -i " + out + " 2>&1");
+    INFO(rep.output);
+    CHECK(rep.status == 0);
+    CHECK(rep.output.find("failed to process") == std::string::npos);
+}
+
+TEST_CASE("a closed stderr does not end a capture", "[unattended]") {
+    require_kernel();
+    const std::string perf = require_perf();
+    TempFile f("stderr");
+    // head exits after the first line; every later line ringcap writes meets a closed pipe.
+    auto r = run_command("bash -c '" + kRingcap + " record -a -v -F 1000 --duration 0.5 -o " + f.path +
+                         " 2>&1 | head -1 >/dev/null; exit ${PIPESTATUS[0]}'");
+    CHECK(r.status == 0);
+    const PerfStats stats = perf_report_stats(perf, f.path);
+    CHECK(stats.ok());
+    CHECK(stats.count("SAMPLE") > 0);
+}
+
+TEST_CASE("the recorded command's failure is the record's exit status, as perf record's", "[unattended]") {
+    require_kernel();
+    TempFile f("cmdstatus");
+    struct Case {
+        std::string args, message;
+        int status;
+    };
+    for (const Case& c : {Case{"-F 1000 -- sh -c 'exit 3'", "the command exited with status 3", 3},
+                          Case{"-a -F 1000 -- sh -c 'exit 3'", "the command exited with status 3", 3},
+                          Case{"-F 1000 -- sh -c 'kill -9 $$'", "the command was killed by SIGKILL (status 137)", 137},
+                          Case{"-F 1000 -- true", "the command exited with status 0", 0},
+                          Case{"-a -F 1000 --duration 0.3 -- sleep 30", "was still running at the end and got SIGTERM",
+                               0}}) {
+        auto r = run_command(kRingcap + " record -o " + f.path + " " + c.args + " 2>&1");
+        INFO(c.args << "\n" << r.output);
+        CHECK(r.status == c.status);
+        CHECK(r.output.find("ringcap: " + (c.message[0] == 'w' ? "the command " + c.message : c.message)) !=
+              std::string::npos);
+    }
+}
+
+TEST_CASE("every kernel loss counts: lost= equals perf's count, the tracking event's records included",
+          "[unattended]") {
+    require_kernel();
+    const std::string perf = require_perf();
+    TempFile f("lost"), log("lost-log");
+    // Small rings, busy CPUs, processes starting all the time (side-band records), and the collector
+    // stopped for a while: every ring fills.
+    Running r = spawn({"record", "-a", "-F", "10000", "-m", "8", "-o", f.path, "--", "sh", "-c",
+                       "busy() { i=0; while [ $i -lt 3000000 ]; do i=$((i+1)); done; }; busy & b=$!; "
+                       "trap 'kill $b; exit 0' TERM; while :; do /bin/true; done"},
+                      log.path);
+    REQUIRE(eventually([&] { return header_data_size(f.path) > 0; }));
+    const uint64_t start = header_data_size(f.path);
+    REQUIRE(eventually([&] { return header_data_size(f.path) > start; }));
+    kill(r.pid, SIGSTOP);
+    timespec ts{1, 0};  // the hostile situation: a collector that does not run for a second
+    nanosleep(&ts, nullptr);
+    kill(r.pid, SIGCONT);
+    kill(r.pid, SIGINT);
+    CHECK(wait_exit(r) == 0);
+    const std::string text = read_file(log.path);
+    INFO(text);
+    const PerfStats stats = perf_report_stats(perf, f.path);
+    INFO(stats.output);
+    REQUIRE(stats.ok());
+    const long long lost = summary_value(text, "lost");
+    CHECK(lost > 0);
+    CHECK(lost == stats.events_sum("LOST_SAMPLES"));
+    CHECK(text.find("ringcap: WARNING: the kernel dropped ") != std::string::npos);
+}
+
+TEST_CASE("throttling is counted per CPU and said, and equals perf's THROTTLE count", "[unattended]") {
+    require_kernel();
+    const std::string perf = require_perf();
+    // Little CPU time for sampling: the kernel throttles at once.
+    Sysctl budget("kernel/perf_cpu_time_max_percent", "1");
+    TempFile f("throttle");
+    auto r = run_command(kRingcap + " record -a -F 20000 --duration 1 -o " + f.path + " " + kBusy[0] + " " +
+                         "sh -c 'i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done' 2>&1");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    const long long throttled = summary_value(r.output, "throttled");
+    const PerfStats stats = perf_report_stats(perf, f.path);
+    INFO(stats.output);
+    if (throttled == 0 && stats.count("THROTTLE") == 0) skip_test("the kernel did not throttle here");
+    CHECK(throttled == stats.count("THROTTLE"));
+    CHECK(r.output.find("ringcap: WARNING: the kernel throttled sampling") != std::string::npos);
+}
+
+TEST_CASE("without -F, a kernel.perf_event_max_sample_rate below 4000 lowers the default, as in perf",
+          "[unattended]") {
+    require_kernel();
+    Sysctl rate("kernel/perf_event_max_sample_rate", "1000");
+    TempFile f("maxrate");
+    auto r = run_command(kRingcap + " record -a --duration 0.3 -o " + f.path + " 2>&1");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("kernel.perf_event_max_sample_rate=1000 is below the default -F 4000: sampling at 1000 Hz") !=
+          std::string::npos);
+    auto given = run_command(kRingcap + " record -a -F 4000 --duration 0.3 -o " + f.path + " 2>&1");
+    CHECK(given.status == 2);
+    CHECK(given.output.find("sysctl -w kernel.perf_event_max_sample_rate=4000") != std::string::npos);
+}
+
+TEST_CASE("the output's filesystem can be unmounted as soon as ringcap exits", "[unattended]") {
+    require_kernel();
+    for (const std::string backend : {"uring", "epoll"}) {
+        INFO(backend);
+        SmallFs fs("64m");
+        for (int i = 0; i < 3; ++i) {
+            auto r = run_command(kRingcap + " record -a -F 1000 --backend " + backend + " --duration 0.2 -o " +
+                                 fs.dir + "/perf.data 2>&1");
+            INFO(r.output);
+            REQUIRE(r.status == 0);
+            // No delay: ringcap released everything on the filesystem before it exited.
+            CHECK(umount2(fs.dir.c_str(), 0) == 0);
+            REQUIRE(mount("ringcap-test", fs.dir.c_str(), "tmpfs", 0, "size=64m") == 0);
+        }
+    }
+}
