@@ -90,6 +90,7 @@ std::optional<PerfDataFile> read_perf_data(const std::string& path, std::string*
             case PERF_RECORD_SAMPLE: {
                 ++c.samples;
                 get(buf, p + field::kSampleIdentifier, v);
+                ++c.samples_per_id[v];
                 bool found = false;
                 for (size_t i = 0; i < f.attrs.size() && !found; ++i)
                     for (uint64_t id : f.attrs[i].ids)

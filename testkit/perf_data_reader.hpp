@@ -22,6 +22,7 @@ struct FileCounts {
     uint64_t finished_rounds = 0;
     std::map<uint32_t, uint64_t> by_type;
     std::vector<uint64_t> samples_per_attr;  // index = attr order in the file
+    std::map<uint64_t, uint64_t> samples_per_id;
     uint64_t unknown_ids = 0;     // samples whose id matches no attr
     bool truncated = false;       // the data section ends inside a record
 };

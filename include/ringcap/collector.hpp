@@ -55,6 +55,10 @@ struct RingSummary {
     RingCounters ring;
     uint64_t wakeups = 0;  // readiness notifications (CQEs or epoll events)
     bool hung_up = false;  // every fd of the ring hung up; retired from the loop
+    // CPU hotplug (filled in by the record session): times the CPU went offline, times its events
+    // were opened again when it came back, and whether it is offline at the end.
+    uint32_t went_offline = 0, reopened = 0;
+    bool offline = false;
 };
 
 // Everything a collector counts, copied at one moment.
@@ -106,6 +110,12 @@ public:
     // records written before the events start.
     void flush_start();
 
+    // CPU hotplug: drains ring `i` to its last record and stops watching it, before the source
+    // replaces it (RingSource::reopen); then adopt_ring() takes the new one. Counts carry over.
+    // Not from inside a loop callback.
+    void release_ring(size_t i);
+    void adopt_ring(size_t i);
+
     CollectorSnapshot snapshot() const;
     const std::set<std::string>& dsos() const { return dsos_; }
 
@@ -124,8 +134,12 @@ private:
         uint32_t watching = 0;       // which of the ring's event fds is polled (0 = owner)
         bool retired = false;        // every fd hung up: no longer polled
         bool final_drained = false;  // retired and emptied
+        bool released = false;       // between release_ring() and adopt_ring(): not drained
         uint64_t wakeups = 0;
+        RingCounters carried;        // counts of the rings this one replaced (CPU hotplug)
     };
+
+    void init_ring(size_t i);
 
     bool pass(bool allow_round);
     bool round_due() const;
@@ -143,6 +157,7 @@ private:
     std::optional<Writer> writer_;
     std::string fallback_reason_;
     std::set<std::string> dsos_;
+    bool track_dsos_ = false;
 
     size_t start_ = 0;  // the ring each pass starts at (see pass())
     size_t live_rings_ = 0;

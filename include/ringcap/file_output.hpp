@@ -34,6 +34,9 @@ public:
     // loop, a few times a second at most.
     void refresh_header(Writer& writer);
 
+    // Ids of events opened during the record (a CPU that came back online), for event `event_index`.
+    void add_ids(size_t event_index, const std::vector<uint64_t>& ids);
+
     // After a failed write: where the last whole record ends in [from, to) of the data section, read
     // back from the file. `from` must be a record boundary (the writer's durable size) and every
     // byte below `to` on disk (the writer's bytes_kept): so a full disk keeps all that fit.

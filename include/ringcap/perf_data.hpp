@@ -57,14 +57,21 @@ struct HostInfo {
 };
 
 // Where the data section starts for these attrs: after header, attrs and ids, rounded up to 4 KiB.
+// It stays there for the whole record, even when events (and ids) are added later.
 uint64_t data_offset_for(const std::vector<AttrEntry>& attrs);
+// Whether header, attrs and ids still fit before `data_offset`.
+bool ids_fit(const std::vector<AttrEntry>& attrs, uint64_t data_offset);
 
 // The 104-byte file header alone (no allocation: used to refresh the header while recording).
-PerfFileHeader make_file_header(const std::vector<AttrEntry>& attrs, uint64_t data_size, const uint64_t (&features)[4]);
+PerfFileHeader make_file_header(const std::vector<AttrEntry>& attrs, uint64_t data_offset, uint64_t data_size,
+                                const uint64_t (&features)[4]);
 
-// Header + attrs + ids, exactly data_offset_for(attrs) bytes (zero padded). `features` is the bitmap.
-std::vector<std::byte> build_file_head(const std::vector<AttrEntry>& attrs, uint64_t data_size,
-                                       const uint64_t (&features)[4]);
+// Header + attrs, and the ids right after them (they must fit: ids_fit), exactly data_offset bytes,
+// zero padded. With ids_at != 0 the attrs point at ids_at instead, where the caller writes
+// build_ids_block(attrs) (after the features, when ids were added beyond the room before the data).
+std::vector<std::byte> build_file_head(const std::vector<AttrEntry>& attrs, uint64_t data_offset, uint64_t data_size,
+                                       const uint64_t (&features)[4], uint64_t ids_at = 0);
+std::vector<std::byte> build_ids_block(const std::vector<AttrEntry>& attrs);
 
 // Feature index + payloads that go right after the data section (at `start`), and the bitmap to put
 // in the header.

@@ -40,6 +40,7 @@ public:
     size_t fd_count() const override;
     void open(std::vector<perf_event_attr>& attrs, size_t data_pages) override;
     std::vector<std::string> notes() const override { return notes_; }
+    bool reopen(size_t ring) override;
     std::span<SourceRing> rings() override { return rings_; }
     void start_tracking() override;
     void synthesize(const RecordSink& sink, SynthesisStats& stats) override;
@@ -54,6 +55,8 @@ private:
     PerfTarget target_;
     std::vector<SourceRing> rings_;
     uint64_t sample_type_ = 0;
+    std::vector<perf_event_attr> attrs_;  // as opened, for reopen()
+    size_t data_pages_ = 0;
     bool user_only_ = false;  // the kernel refused kernel samples: every event is :u
     std::vector<std::string> notes_;
 };

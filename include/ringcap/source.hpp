@@ -74,6 +74,12 @@ public:
     // After open(): the rings. The source keeps owning them (and their fds); collectors read them.
     virtual std::span<SourceRing> rings() = 0;
 
+    // Ring `ring`'s events died with their CPU (it went offline and came back): opens them again,
+    // enabled, with a new ring in the same place (the old one is unmapped: drain it first). The new
+    // events have new ids. Returns false if this source cannot (per-task events would no longer
+    // follow the tasks' children). Throws Error if the kernel refuses.
+    virtual bool reopen(size_t /*ring*/) { return false; }
+
     // Starts the events that follow processes and mappings (perf's tracking event), before
     // synthesize() scans what exists, so that nothing started in between is missed.
     virtual void start_tracking() {}

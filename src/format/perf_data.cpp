@@ -1,6 +1,7 @@
 #include "ringcap/perf_data.hpp"
 
 #include <cstring>
+#include <stdexcept>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -54,34 +55,42 @@ HostInfo HostInfo::current(const std::vector<std::string>& argv) {
     return h;
 }
 
-uint64_t data_offset_for(const std::vector<AttrEntry>& attrs) {
+namespace {
+uint64_t head_bytes(const std::vector<AttrEntry>& attrs, bool with_ids) {
     uint64_t sz = sizeof(PerfFileHeader) + attrs.size() * (sizeof(perf_event_attr) + sizeof(PerfFileSection));
-    for (const auto& a : attrs) sz += a.ids.size() * sizeof(uint64_t);
-    return round_up(sz, kStagingAlign);
+    if (with_ids)
+        for (const auto& a : attrs) sz += a.ids.size() * sizeof(uint64_t);
+    return sz;
 }
+}  // namespace
 
-PerfFileHeader make_file_header(const std::vector<AttrEntry>& attrs, uint64_t data_size, const uint64_t (&features)[4]) {
+uint64_t data_offset_for(const std::vector<AttrEntry>& attrs) { return round_up(head_bytes(attrs, true), kStagingAlign); }
+
+bool ids_fit(const std::vector<AttrEntry>& attrs, uint64_t data_offset) { return head_bytes(attrs, true) <= data_offset; }
+
+PerfFileHeader make_file_header(const std::vector<AttrEntry>& attrs, uint64_t data_offset, uint64_t data_size,
+                                const uint64_t (&features)[4]) {
     const uint64_t file_attr_size = sizeof(perf_event_attr) + sizeof(PerfFileSection);
     PerfFileHeader h{};
     std::memcpy(h.magic, "PERFILE2", 8);
     h.size = sizeof h;
     h.attr_size = file_attr_size;
     h.attrs = {sizeof(PerfFileHeader), attrs.size() * file_attr_size};
-    h.data = {data_offset_for(attrs), data_size};
+    h.data = {data_offset, data_size};
     h.event_types = {0, 0};
     std::memcpy(h.features, features, sizeof h.features);
     return h;
 }
 
-std::vector<std::byte> build_file_head(const std::vector<AttrEntry>& attrs, uint64_t data_size,
-                                       const uint64_t (&features)[4]) {
-    const uint64_t data_offset = data_offset_for(attrs);
-    const PerfFileHeader h = make_file_header(attrs, data_size, features);
-    uint64_t ids_offset = h.attrs.offset + h.attrs.size;
-
+std::vector<std::byte> build_file_head(const std::vector<AttrEntry>& attrs, uint64_t data_offset, uint64_t data_size,
+                                       const uint64_t (&features)[4], uint64_t ids_at) {
+    const PerfFileHeader h = make_file_header(attrs, data_offset, data_size, features);
+    const bool inline_ids = ids_at == 0;
+    if (inline_ids && !ids_fit(attrs, data_offset))
+        throw std::logic_error("perf.data: the event ids do not fit before the data section");
     Out o;
     o.put(h);
-    uint64_t next_ids = ids_offset;
+    uint64_t next_ids = inline_ids ? h.attrs.offset + h.attrs.size : ids_at;
     for (const auto& a : attrs) {
         perf_event_attr attr = a.attr;
         attr.size = sizeof(perf_event_attr);
@@ -90,8 +99,15 @@ std::vector<std::byte> build_file_head(const std::vector<AttrEntry>& attrs, uint
         o.put(ids);
         next_ids += ids.size;
     }
-    for (const auto& a : attrs) o.raw(a.ids.data(), a.ids.size() * sizeof(uint64_t));
+    if (inline_ids)
+        for (const auto& a : attrs) o.raw(a.ids.data(), a.ids.size() * sizeof(uint64_t));
     o.buf.resize(data_offset, std::byte{0});
+    return std::move(o.buf);
+}
+
+std::vector<std::byte> build_ids_block(const std::vector<AttrEntry>& attrs) {
+    Out o;
+    for (const auto& a : attrs) o.raw(a.ids.data(), a.ids.size() * sizeof(uint64_t));
     return std::move(o.buf);
 }
 

@@ -14,10 +14,12 @@ namespace ringcap {
 
 namespace {
 
-// user_data: kind in bits 56..63, `which` in 32..47, index in 0..31.
+// user_data: kind in bits 56..63, a poll's generation in 48..55, `which` in 32..47, index in 0..31.
+// The generation tells a watch apart from an earlier one of the same ring and fd number (a CPU's ring
+// replaced after hotplug): a late CQE of a removed poll never passes for the current one.
 enum class Kind : uint8_t { Poll = 1, Write = 2, Source = 3, Remove = 4 };
-constexpr uint64_t encode(Kind k, uint32_t which, uint32_t index) {
-    return (uint64_t(k) << 56) | (uint64_t(which & 0xffff) << 32) | index;
+constexpr uint64_t encode(Kind k, uint32_t which, uint32_t index, uint8_t gen = 0) {
+    return (uint64_t(k) << 56) | (uint64_t(gen) << 48) | (uint64_t(which & 0xffff) << 32) | index;
 }
 
 unsigned round_up_pow2(unsigned v) {
@@ -52,7 +54,8 @@ public:
     void watch_ring(uint32_t ring, uint32_t which, int fd, const RingBuffer& mapped) override {
         if (!mapped.valid()) throw Error("internal: poll armed for an fd without a mapped ring", 1);
         if (watches_.size() <= ring) watches_.resize(ring + 1);
-        watches_[ring] = {fd, which, true};
+        Watch& w = watches_[ring];
+        w = {fd, which, true, uint8_t(w.gen + 1)};
         arm(ring);
     }
 
@@ -62,7 +65,7 @@ public:
         w.active = false;
         // Cancel the multishot request; it completes with -ECANCELED, which is ignored as stale.
         io_uring_sqe* sqe = ring_.sqe();
-        io_uring_prep_poll_remove(sqe, encode(Kind::Poll, which, ring));
+        io_uring_prep_poll_remove(sqe, encode(Kind::Poll, which, ring, w.gen));
         io_uring_sqe_set_data64(sqe, encode(Kind::Remove, which, ring));
     }
 
@@ -123,6 +126,7 @@ private:
         int fd = -1;
         uint32_t which = 0;
         bool active = false;
+        uint8_t gen = 0;
     };
 
     static Uring::Params params(const LoopConfig& cfg) {
@@ -157,7 +161,7 @@ private:
         const uint32_t which = uint32_t((ud >> 32) & 0xffff);
         switch (Kind(ud >> 56)) {
             case Kind::Poll:
-                on_poll(h, index, which, res, flags);
+                on_poll(h, index, which, uint8_t(ud >> 48), res, flags);
                 break;
             case Kind::Write:
                 h.on_write(index, res);
@@ -181,18 +185,19 @@ private:
         const Watch& w = watches_[ring];
         io_uring_sqe* sqe = ring_.sqe();
         io_uring_prep_poll_multishot(sqe, w.fd, POLLIN);
-        io_uring_sqe_set_data64(sqe, encode(Kind::Poll, w.which, ring));
+        io_uring_sqe_set_data64(sqe, encode(Kind::Poll, w.which, ring, w.gen));
     }
 
-    void on_poll(LoopHandler& h, uint32_t ring, uint32_t which, int res, uint32_t flags) {
+    void on_poll(LoopHandler& h, uint32_t ring, uint32_t which, uint8_t gen, int res, uint32_t flags) {
         if (ring >= watches_.size()) return;
         const Watch& w = watches_[ring];
-        if (!w.active || w.which != which) return;  // a late CQE for a poll we removed
+        if (!w.active || w.which != which || w.gen != gen) return;  // a late CQE for a poll we removed
         ++stats_.ring_events;
         const bool transient = res == -ECANCELED || res == -EAGAIN || res == -ENOMEM || res == -EINTR;
         if (res >= 0 || !transient) h.on_ring(ring, which, res);
         // The handler may have retired the ring (POLLHUP): then it is not armed again.
-        if (watches_[ring].active && watches_[ring].which == which && !(flags & IORING_CQE_F_MORE)) {
+        if (watches_[ring].active && watches_[ring].which == which && watches_[ring].gen == gen &&
+            !(flags & IORING_CQE_F_MORE)) {
             // The multishot request ended (CQ overflow, transient error): arm it again.
             ++stats_.rearms;
             arm(ring);

@@ -26,12 +26,11 @@ Collector::Collector(const CollectorConfig& cfg, std::span<const SourceRing> rin
                      std::ostream& log)
     : control_(control), log_(log), tick_seconds_(cfg.tick_seconds), events_(cfg.events) {
     if (cfg.realtime_priority) set_realtime_priority(cfg.realtime_priority);
+    track_dsos_ = cfg.track_dsos;
     rings_.resize(rings.size());  // never resized again: the readers point at ids and events_
     for (size_t i = 0; i < rings.size(); ++i) {
-        RingState& r = rings_[i];
-        r.src = &rings[i];
-        for (const auto& ev : r.src->events) r.ids.add(ev.id, ev.event_index);
-        r.reader = RingReader(r.src->ring.view(), &r.ids, events_, cfg.track_dsos ? this : nullptr);
+        rings_[i].src = &rings[i];
+        init_ring(i);
     }
     live_rings_ = rings_.size();
     staging_ = std::make_unique<StagingPool>(cfg.staging_buffer_bytes, cfg.staging_buffers);
@@ -39,6 +38,36 @@ Collector::Collector(const CollectorConfig& cfg, std::span<const SourceRing> rin
 }
 
 Collector::~Collector() = default;
+
+void Collector::init_ring(size_t i) {
+    RingState& r = rings_[i];
+    r.ids = IdMap();
+    for (const auto& ev : r.src->events) r.ids.add(ev.id, ev.event_index);
+    r.reader = RingReader(r.src->ring.view(), &r.ids, events_, track_dsos_ ? this : nullptr);
+}
+
+void Collector::release_ring(size_t i) {
+    RingState& r = rings_[i];
+    if (r.released) return;
+    // Everything the dead events wrote goes to the file before their ring is unmapped.
+    while (!r.reader.drain(*staging_).complete && !writer_->failed()) {
+        writer_->queue_ready();
+        loop_->run_once(*this, true);  // staging is full: let writes complete
+    }
+    if (!r.retired) loop_->unwatch_ring(uint32_t(i), r.watching, r.src->events[r.watching].fd.get());
+    r.carried += r.reader.counters();
+    r.reader = RingReader();
+    r.released = true;
+}
+
+void Collector::adopt_ring(size_t i) {
+    RingState& r = rings_[i];
+    init_ring(i);
+    if (r.retired) ++live_rings_;
+    r.watching = 0;
+    r.retired = r.final_drained = r.released = false;
+    loop_->watch_ring(uint32_t(i), 0, r.src->owner_fd(), r.src->ring);
+}
 
 void Collector::attach(OutputFile& file, uint64_t data_offset) { writer_.emplace(*loop_, file, *staging_, data_offset); }
 
@@ -98,7 +127,7 @@ bool Collector::pass(bool allow_round) {
     const size_t n = rings_.size();
     for (size_t k = 0, i = start_; k < n; ++k, i = i + 1 == n ? 0 : i + 1) {
         RingState& r = rings_[i];
-        if (r.final_drained) continue;
+        if (r.final_drained || r.released) continue;
         const DrainResult d = r.reader.drain(*staging_);
         bytes += d.bytes;
         if (!d.complete && complete) cut = i;
@@ -208,7 +237,13 @@ CollectorSnapshot Collector::snapshot() const {
     CollectorSnapshot s;
     s.rings.reserve(rings_.size());
     for (const auto& r : rings_) {
-        s.rings.push_back({r.src->cpu, r.reader.counters(), r.wakeups, r.retired});
+        RingSummary rs;
+        rs.cpu = r.src->cpu;
+        rs.ring = r.carried;
+        rs.ring += r.reader.counters();
+        rs.wakeups = r.wakeups;
+        rs.hung_up = r.retired;
+        s.rings.push_back(rs);
         s.ring_bytes += r.src->ring.mapped_bytes();
     }
     s.events = events_;

@@ -13,12 +13,12 @@ constexpr auto kHeaderRefresh = std::chrono::milliseconds(250);
 
 FileOutput::FileOutput(const std::string& path, bool allow_direct, std::vector<AttrEntry> attrs)
     : file_(OutputFile::create(path, allow_direct)), attrs_(std::move(attrs)), data_offset_(data_offset_for(attrs_)) {
-    const auto head = build_file_head(attrs_, 0, kNoFeatures);
+    const auto head = build_file_head(attrs_, data_offset_, 0, kNoFeatures);
     file_.pwrite_all(head.data(), head.size(), 0);
 }
 
 void FileOutput::publish(uint64_t data_size) {
-    const PerfFileHeader h = make_file_header(attrs_, data_size, kNoFeatures);
+    const PerfFileHeader h = make_file_header(attrs_, data_offset_, data_size, kNoFeatures);
     file_.pwrite_all(&h, sizeof h, 0);
     file_.publish();
     published_size_ = data_size;
@@ -47,10 +47,21 @@ void FileOutput::refresh_header(Writer& writer) {
     if (durable == published_size_) return;
     const auto now = std::chrono::steady_clock::now();
     if (now - published_at_ < kHeaderRefresh) return;
-    const PerfFileHeader h = make_file_header(attrs_, durable, kNoFeatures);
+    const PerfFileHeader h = make_file_header(attrs_, data_offset_, durable, kNoFeatures);
     if (writer.write_aside(&h, sizeof h, 0)) {
         published_size_ = durable;
         published_at_ = now;
+    }
+}
+
+void FileOutput::add_ids(size_t event_index, const std::vector<uint64_t>& ids) {
+    auto& list = attrs_.at(event_index).ids;
+    list.insert(list.end(), ids.begin(), ids.end());
+    // While they fit before the data, rewrite the attrs now, so a file cut short by a crash knows the
+    // new ids too; otherwise finish() puts them after the features.
+    if (ids_fit(attrs_, data_offset_)) {
+        const auto head = build_file_head(attrs_, data_offset_, published_size_, kNoFeatures);
+        file_.pwrite_all(head.data(), head.size(), 0);
     }
 }
 
@@ -68,9 +79,18 @@ std::string FileOutput::finish(uint64_t data_size, const HostInfo& host, const s
     } catch (const Error& e) {
         // On a full disk even the small feature block may not fit: keep a valid file without it.
         feature_error = e.what();
+        feats.bytes.clear();
         std::memcpy(feats.bitmap, kNoFeatures, sizeof kNoFeatures);
     }
-    const auto head = build_file_head(attrs_, data_size, feats.bitmap);
+    uint64_t ids_at = 0;  // right after the attrs
+    if (!ids_fit(attrs_, data_offset_)) {
+        // Events opened during the record (a CPU back online) added ids beyond the room before the
+        // data: they go after the features.
+        ids_at = feat_start + feats.bytes.size();
+        const auto ids = build_ids_block(attrs_);
+        file_.pwrite_all(ids.data(), ids.size(), ids_at);
+    }
+    const auto head = build_file_head(attrs_, data_offset_, data_size, feats.bitmap, ids_at);
     file_.pwrite_all(head.data(), head.size(), 0);
     return feature_error;
 }

@@ -3,6 +3,7 @@
 #include "ringcap/recorder.hpp"
 
 #include <cerrno>
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <iomanip>
@@ -133,6 +134,7 @@ public:
     void on_control(Source s) override;
     bool stop_requested() const override { return stop_; }
     void after_pass() override;
+    void on_tick() override { check_cpus_ = true; }
 
 private:
     std::vector<AttrEntry> attr_entries(RingSource& source, const std::vector<perf_event_attr>& attrs) const;
@@ -141,6 +143,7 @@ private:
     void stop(RingSource& source);
     void finish();
     void end_command(RecordSummary& sum);
+    void follow_hotplug();
 
     const RecordOptions& opts_;
     std::ostream& log_;
@@ -160,6 +163,14 @@ private:
     double seconds_ = -1;  // capture time, set at stop; until then snapshot() measures
     bool stop_ = false;
     std::string stop_reason_;
+    // CPU hotplug, per ring: its CPU's state as last seen, and what happened to it.
+    RingSource* source_ = nullptr;
+    bool check_cpus_ = false;
+    struct CpuState {
+        bool online = true;
+        uint32_t went_offline = 0, reopened = 0;
+    };
+    std::vector<CpuState> cpu_state_;
 };
 
 void Session::on_control(Source s) {
@@ -199,6 +210,7 @@ std::vector<AttrEntry> Session::attr_entries(RingSource& source, const std::vect
 
 int Session::run(RingSource& source, RecordSummary& sum) {
     // 1. Plan: every derived setting, once.
+    source_ = &source;
     const RecordPlan plan = RecordPlan::make(opts_, source, HostLimits::current());
     for (const auto& note : plan.notes()) log_ << "ringcap: " << note << "\n";
     ensure_fd_limit(source.fd_count());
@@ -210,6 +222,7 @@ int Session::run(RingSource& source, RecordSummary& sum) {
     for (const auto& note : source.notes()) log_ << "ringcap: " << note << "\n";
     specs_ = source.specs();
     event_lost_samples_.assign(specs_.size(), 0);
+    cpu_state_.assign(source.rings().size(), {});
 
     // 3. The collector: loop, staging, readers. -r applies to its thread here, before any file.
     CollectorConfig cc;
@@ -303,8 +316,46 @@ void Session::end_command(RecordSummary& sum) {
     if (sum.exit_code == 0) sum.exit_code = code;
 }
 
+void Session::follow_hotplug() {
+    // A CPU that goes offline takes its events with it; they never sample again, even once it is
+    // back. So when it is back, its ring is drained and its events are opened anew (perf record does
+    // not do this). Checked on the tick: reading /sys/devices/system/cpu/online is 3 syscalls.
+    check_cpus_ = false;
+    const std::vector<int> online = online_cpus();
+    auto rings = source_->rings();
+    for (size_t i = 0; i < rings.size(); ++i) {
+        CpuState& st = cpu_state_[i];
+        const int cpu = rings[i].cpu;
+        const bool now = std::find(online.begin(), online.end(), cpu) != online.end();
+        if (now == st.online) continue;
+        st.online = now;
+        if (!now) {
+            ++st.went_offline;
+            log_ << "ringcap: cpu " << cpu << " went offline: nothing is recorded on it until it is back\n";
+            continue;
+        }
+        collector_->release_ring(i);
+        try {
+            if (!source_->reopen(i)) {
+                log_ << "ringcap: cpu " << cpu << " is back online, but per-task events cannot be opened again "
+                        "(they would not follow the tasks' children): nothing more is recorded on it\n";
+                continue;
+            }
+        } catch (const Error& e) {
+            log_ << "ringcap: cpu " << cpu << " is back online, but its events could not be opened again: " << e.what()
+                 << "\n";
+            continue;
+        }
+        for (const auto& ev : rings[i].events) output_->add_ids(ev.event_index, {ev.id});
+        collector_->adopt_ring(i);
+        ++st.reopened;
+        log_ << "ringcap: cpu " << cpu << " is back online: its events are open again\n";
+    }
+}
+
 void Session::after_pass() {
     output_->refresh_header(collector_->writer());
+    if (check_cpus_) follow_hotplug();
     // The timer may fire late on a loaded machine; the clock decides.
     if (deadline_ && !stop_ && Clock::now() >= *deadline_) {
         stop_reason_ = "duration reached";
@@ -392,7 +443,12 @@ void Session::finish() {
 RecordSnapshot Session::snapshot() const {
     RecordSnapshot s;
     s.seconds = seconds_ >= 0 ? seconds_ : std::chrono::duration<double>(Clock::now() - t0_).count();
-    const CollectorSnapshot c = collector_->snapshot();
+    CollectorSnapshot c = collector_->snapshot();
+    for (size_t i = 0; i < c.rings.size() && i < cpu_state_.size(); ++i) {
+        c.rings[i].went_offline = cpu_state_[i].went_offline;
+        c.rings[i].reopened = cpu_state_[i].reopened;
+        c.rings[i].offline = !cpu_state_[i].online;
+    }
     add(s, c);
     for (size_t e = 0; e < specs_.size(); ++e) {
         if (specs_[e].tracking) {

@@ -21,10 +21,14 @@ void print_summary(const RecordSummary& s, std::ostream& log) {
     o << "ringcap: stopped (" << s.stop_reason << ") after " << std::fixed << std::setprecision(2) << s.seconds
       << " s\n";
     o << "  cpu         bytes    records    samples  lost-recs       lost  throttled   wakeups\n";
-    for (const auto& c : s.cpus)
+    for (const auto& c : s.cpus) {
         o << "  " << std::setw(3) << c.cpu << std::setw(14) << c.ring.bytes << std::setw(11) << c.ring.records
           << std::setw(11) << c.ring.samples << std::setw(11) << c.ring.lost_records << std::setw(11) << c.ring.lost
-          << std::setw(11) << c.ring.throttles << std::setw(10) << c.wakeups << (c.hung_up ? "  hung up" : "") << "\n";
+          << std::setw(11) << c.ring.throttles << std::setw(10) << c.wakeups << (c.hung_up ? "  hung up" : "");
+        if (c.went_offline)
+            o << "  offline " << c.went_offline << "x, reopened " << c.reopened << "x" << (c.offline ? ", offline at the end" : "");
+        o << "\n";
+    }
     o << "  all" << std::setw(14) << s.total.bytes << std::setw(11) << s.total.records << std::setw(11)
       << s.total.samples << std::setw(11) << s.total.lost_records << std::setw(11) << s.total.lost << std::setw(11)
       << s.total.throttles << std::setw(10) << s.cqes << "\n";
@@ -57,6 +61,11 @@ void print_summary(const RecordSummary& s, std::ostream& log) {
     if (lost > 0 && s.total.partial_drains > 0)
         o << "ringcap: " << s.total.partial_drains << " ring drain(s) stopped early on full staging: the output "
              "could not keep up; more staging (--staging-buffers) rides out slow writes.\n";
+    for (const auto& c : s.cpus)
+        if (c.went_offline)
+            o << "ringcap: cpu " << c.cpu << " went offline " << c.went_offline << " time(s) during the record"
+              << (c.reopened ? "; its events were opened again when it came back" : "")
+              << (c.offline ? "; it is offline at the end" : "") << ": nothing was recorded on it while it was offline\n";
     if (s.total.bad_headers > 0)
         o << "ringcap: WARNING: " << s.total.bad_headers << " malformed record header(s) seen in the rings\n";
     log << o.str() << std::flush;

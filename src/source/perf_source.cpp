@@ -206,6 +206,19 @@ void PerfSource::open(std::vector<perf_event_attr>& attrs, size_t data_pages) {
         rings_ = open_rings(specs_, attrs, target_.cpus, target_.tids, data_pages);
     }
     sample_type_ = attrs.front().sample_type;
+    attrs_ = attrs;
+    data_pages_ = data_pages;
+}
+
+bool PerfSource::reopen(size_t ring) {
+    if (!target_.tids.empty()) return false;  // new per-task events would not follow the tasks' children
+    SourceRing& r = rings_.at(ring);
+    std::vector<SourceRing> fresh = open_rings(specs_, attrs_, {r.cpu}, {}, data_pages_);
+    r = std::move(fresh.front());  // the dead events close, their ring unmaps
+    for (auto& e : r.events)
+        if (::ioctl(e.fd.get(), PERF_EVENT_IOC_ENABLE, 0) != 0)
+            throw Error("PERF_EVENT_IOC_ENABLE on cpu " + std::to_string(r.cpu) + ": " + errno_text(errno));
+    return true;
 }
 
 void PerfSource::start_tracking() {

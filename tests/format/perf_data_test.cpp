@@ -34,6 +34,10 @@ static_assert(sizeof(Sample) == 56);
 
 TEST_CASE("perf script reads a file built by the format layer record for record", "[format]") {
     const std::string perf = require_perf();
+    // Ids right after the attrs, or after the features (where they go when events were opened
+    // during the record and the ids outgrew the room before the data).
+    const bool spill_ids = GENERATE(false, true);
+    INFO((spill_ids ? "ids after the features" : "ids after the attrs"));
 
     std::vector<AttrEntry> attrs(2);
     SamplingConfig cfg;
@@ -81,13 +85,18 @@ TEST_CASE("perf script reads a file built by the format layer record for record"
     REQUIRE(data_off % 4096 == 0);
     HostInfo host = HostInfo::current({"ringcap", "record", "-a"});
     FeatureBlock feats = build_features(attrs, host, data_off + data.size());
-    auto head = build_file_head(attrs, data.size(), feats.bitmap);
+    const uint64_t ids_at = spill_ids ? data_off + data.size() + feats.bytes.size() : 0;
+    auto head = build_file_head(attrs, data_off, data.size(), feats.bitmap, ids_at);
     REQUIRE(head.size() == data_off);
     {
         std::ofstream out(f.path, std::ios::binary);
         out.write(reinterpret_cast<const char*>(head.data()), std::streamsize(head.size()));
         out.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size()));
         out.write(reinterpret_cast<const char*>(feats.bytes.data()), std::streamsize(feats.bytes.size()));
+        if (spill_ids) {
+            const auto ids = build_ids_block(attrs);
+            out.write(reinterpret_cast<const char*>(ids.data()), std::streamsize(ids.size()));
+        }
     }
 
     // --ns prints seconds with 9 decimals; awk drops the colons and the dot to get nanoseconds.
@@ -128,7 +137,7 @@ TEST_CASE("data section offset is 4 KiB aligned and grows with the ids", "[forma
     attrs[0].ids.resize(1000);  // 8000 bytes of ids
     CHECK(data_offset_for(attrs) == 12288);
     const uint64_t none[4] = {0, 0, 0, 0};
-    auto head = build_file_head(attrs, 123, none);
+    auto head = build_file_head(attrs, data_offset_for(attrs), 123, none);
     REQUIRE(head.size() == 12288);
     PerfFileHeader h;
     std::memcpy(&h, head.data(), sizeof h);

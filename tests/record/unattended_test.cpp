@@ -12,6 +12,8 @@
 #include <sys/sysmacros.h>
 
 #include "record/spawn.hpp"
+#include "ringcap/sys.hpp"
+#include "testkit/perf_data_reader.hpp"
 #include "tools.hpp"
 
 using namespace ringcap_test;
@@ -312,4 +314,69 @@ TEST_CASE("the output's filesystem can be unmounted as soon as ringcap exits", "
             REQUIRE(mount("ringcap-test", fs.dir.c_str(), "tmpfs", 0, "size=64m") == 0);
         }
     }
+}
+
+namespace {
+
+// Takes a CPU offline for as long as it lives (root); back online at the end whatever happens.
+struct CpuOffline {
+    std::string path;
+    explicit CpuOffline(int cpu) : path("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/online") {}
+    bool set(bool online) {
+        std::ofstream out(path);
+        out << (online ? "1" : "0");
+        out.flush();
+        return bool(out);
+    }
+    ~CpuOffline() { set(true); }
+};
+
+}  // namespace
+
+TEST_CASE("a CPU that goes offline and comes back during -a is recorded again, and the summary says so",
+          "[unattended]") {
+    require_kernel();
+    const std::string perf = require_perf();
+    const std::vector<int> cpus = ringcap::online_cpus();
+    if (cpus.size() < 2 || ::access(("/sys/devices/system/cpu/cpu" + std::to_string(cpus.back()) + "/online").c_str(),
+                                    W_OK) != 0)
+        skip_test("no CPU can be taken offline here (needs root and a second CPU with hotplug)");
+    const int cpu = cpus.back();
+    CpuOffline hotplug(cpu);
+    TempFile f("hotplug"), log("hotplug-log");
+    std::vector<std::string> args{"record", "-a", "-F", "1000", "-o", f.path};
+    args.insert(args.end(), kBusy.begin(), kBusy.end());
+    Running r = spawn(args, log.path);
+    REQUIRE(eventually([&] { return header_data_size(f.path) > 0; }));
+    const std::string cpu_s = "cpu " + std::to_string(cpu);
+    REQUIRE(hotplug.set(false));
+    REQUIRE(eventually([&] { return read_file(log.path).find(cpu_s + " went offline") != std::string::npos; }));
+    REQUIRE(hotplug.set(true));
+    REQUIRE(eventually([&] {
+        return read_file(log.path).find(cpu_s + " is back online: its events are open again") != std::string::npos;
+    }));
+    // Work on that CPU now: its new events must see it.
+    auto pinned = run_command("taskset -c " + std::to_string(cpu) +
+                              " sh -c 'i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done' 2>&1");
+    REQUIRE(pinned.status == 0);
+    kill(r.pid, SIGINT);
+    REQUIRE(wait_exit(r) == 0);
+    const std::string text = read_file(log.path);
+    INFO(text);
+    CHECK(text.find("offline 1x, reopened 1x") != std::string::npos);
+    CHECK(text.find("ringcap: " + cpu_s + " went offline 1 time(s) during the record; its events were opened again") !=
+          std::string::npos);
+
+    std::string err;
+    auto file = ringcap::read_perf_data(f.path, &err);
+    REQUIRE(file);
+    CHECK(file->counts.unknown_ids == 0);
+    // The sampling event has one id per CPU, and one more for the events opened again: it sampled.
+    const auto& ids = file->attrs.at(0).ids;
+    REQUIRE(ids.size() == cpus.size() + 1);
+    CHECK(file->counts.samples_per_id[ids.back()] > 0);
+    const PerfStats stats = perf_report_stats(perf, f.path);
+    INFO(stats.output);
+    CHECK(stats.ok());
+    CHECK(stats.count("SAMPLE") == summary_value(text, "samples"));
 }
