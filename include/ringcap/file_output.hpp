@@ -5,10 +5,12 @@
 #pragma once
 
 #include <chrono>
+#include <set>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "ringcap/events.hpp"
 #include "ringcap/perf_data.hpp"
 #include "ringcap/writer.hpp"
 
@@ -43,11 +45,12 @@ public:
     uint64_t last_record_end(uint64_t from, uint64_t to) const;
 
     // The final file for `data_size` bytes of data: cuts what a failed write may have left beyond
-    // them, writes the features after the data and the final header. Returns "" or, when even the
-    // small feature block did not fit (a full disk), why the file has no features. Throws Error
+    // them, writes the features after the data (the tracepoints' formats for `specs`, the build-ids
+    // of the kernel and `dsos` unless that is null) and the final header. Returns "" or, when even
+    // the small feature block did not fit (a full disk), why the file has no features. Throws Error
     // (exit status 1) if the file cannot be cut or its header written.
-    std::string finish(uint64_t data_size, const HostInfo& host, const std::vector<std::byte>& tracing_data,
-                       const std::vector<std::byte>& build_ids);
+    std::string finish(uint64_t data_size, const HostInfo& host, const std::vector<EventSpec>& specs,
+                       const std::set<std::string>* dsos);
 
 private:
     OutputFile file_;

@@ -15,6 +15,9 @@ namespace ringcap {
 
 class OutputFile {
 public:
+    // Refuses early, before any file is touched, an output that cannot be created or must not be
+    // replaced (a directory, device, FIFO or socket). Throws Error (exit status 2) saying why.
+    static void check_path(const std::string& path);
     // Creates the file as `path.ringcap-tmp`. Until publish() an existing file at `path` is
     // untouched; an unpublished file is removed. Throws Error (exit status 2) naming the cause, and
     // when another ringcap is writing `path` (or its .old), or is about to.
@@ -47,5 +50,8 @@ private:
 
     OutputFile() = default;
 };
+
+// What to do about a write error (errno): " (the filesystem is full)", or "".
+std::string write_error_hint(int err);
 
 }  // namespace ringcap

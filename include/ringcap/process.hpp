@@ -37,6 +37,12 @@ private:
     UniqueFd fd_;
 };
 
+// What became of the recorded command.
+struct CommandOutcome {
+    std::string what;   // "exited with status 3", "was killed by SIGKILL (status 137)", ...
+    int exit_code = 0;  // its exit status, 128 + signal if killed; 0 if the record stopped it
+};
+
 // The recorded command: forked at once, held on a pipe until start() (as perf does, so its exec is
 // the first thing the events see), watched through a pidfd. If it is never started, it exits
 // without running; if it still runs at the end, it gets SIGTERM.
@@ -56,6 +62,9 @@ public:
     bool running();
     // Sends SIGTERM if it is still running and reaps it. Returns its wait status.
     int terminate();
+    // terminate(), and what became of it: still running at the end (the record stopped first, which
+    // is not a failure), or its own end.
+    CommandOutcome finish();
 
 private:
     pid_t pid_ = -1;

@@ -125,6 +125,24 @@ int Command::terminate() {
     return status_;
 }
 
+CommandOutcome Command::finish() {
+    CommandOutcome o;
+    if (running()) {
+        terminate();
+        o.what = "was still running at the end and got SIGTERM";
+        return o;
+    }
+    if (WIFEXITED(status_)) {
+        o.exit_code = WEXITSTATUS(status_);
+        o.what = "exited with status " + std::to_string(o.exit_code);
+    } else if (WIFSIGNALED(status_)) {
+        o.exit_code = 128 + WTERMSIG(status_);
+        const char* n = sigabbrev_np(WTERMSIG(status_));
+        o.what = std::string("was killed by SIG") + (n ? n : "?") + " (status " + std::to_string(o.exit_code) + ")";
+    }
+    return o;
+}
+
 void ensure_fd_limit(size_t fds) {
     const size_t need = fds + 64;  // signalfd, pidfd, output, io_uring, stdio...
     rlimit rl{};

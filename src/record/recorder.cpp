@@ -17,6 +17,7 @@
 
 #include "ringcap/collector.hpp"
 #include "ringcap/file_output.hpp"
+#include "ringcap/hotplug.hpp"
 #include "ringcap/perf_source.hpp"
 #include "ringcap/plan.hpp"
 #include "ringcap/process.hpp"
@@ -27,29 +28,6 @@ namespace ringcap {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Refuses early, before any file is touched, an output that cannot be created.
-void validate_output(const std::string& out) {
-    const auto slash = out.rfind('/');
-    const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : out.substr(0, slash));
-    struct stat st{};
-    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-        throw Error("output directory '" + dir + "' does not exist (-o " + out + ")");
-    if (access(dir.c_str(), W_OK) != 0)
-        throw Error("output directory '" + dir + "' is not writable: " + errno_text(errno) + " (choose another -o)");
-    if (stat(out.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-        throw Error("output '" + out + "' is a directory: give a file name with -o");
-    if (stat(out.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-        // A device, FIFO or socket is never replaced by a regular file (as root, -o /dev/null would
-        // replace the system's /dev/null).
-        const char* kind = S_ISCHR(st.st_mode) ? "a character device" : S_ISBLK(st.st_mode) ? "a block device"
-                           : S_ISFIFO(st.st_mode) ? "a FIFO" : "not a regular file";
-        throw Error("output '" + out + "' is " + kind + ": ringcap writes perf.data to a regular file and does not "
-                    "replace it; give a file name with -o");
-    }
-    if (stat(out.c_str(), &st) == 0 && access(out.c_str(), W_OK) != 0)
-        throw Error("output '" + out + "' is not writable: " + errno_text(errno) + " (choose another -o)");
-}
 
 // Opens the source with the plan's rings. While the kernel refuses the ring memory, every ring is
 // halved (all of them, to keep them even) down to kMinRingPages: perf fails here instead.
@@ -74,35 +52,6 @@ size_t open_source(RingSource& source, const RecordPlan& plan, std::ostream& log
                "out of memory); using -m "
             << pages << " instead. Raise the limits or run with CAP_IPC_LOCK for bigger rings.\n";
     return pages;
-}
-
-// The HEADER_BUILD_ID payload: the kernel and every ELF file mapped executable during the record.
-// perf lists the DSOs that got samples; this is a superset and needs no second pass over the data.
-std::vector<std::byte> build_id_payload(const std::set<std::string>& dsos) {
-    std::vector<BuildIdEntry> entries;
-    if (auto k = kernel_build_id()) entries.push_back({"[kernel.kallsyms]", *k, true});
-    for (const auto& dso : dsos)
-        if (auto id = read_build_id(dso)) entries.push_back({dso, *id, false});
-    return build_build_id_feature(entries);
-}
-
-std::vector<std::byte> tracing_payload(const std::vector<EventSpec>& specs) {
-    std::vector<std::pair<std::string, std::string>> tracepoints;
-    for (const auto& sp : specs)
-        if (sp.type == PERF_TYPE_TRACEPOINT) tracepoints.emplace_back(sp.tp_system, sp.tp_event);
-    if (tracepoints.empty()) return {};
-    return build_tracing_data(tracefs_root(), tracepoints);
-}
-
-// What to do about a write error.
-std::string write_error_hint(int err) {
-    switch (err) {
-        case ENOSPC: return " (the filesystem is full)";
-        case EDQUOT: return " (the disk quota is used up)";
-        case EFBIG: return " (the file reached RLIMIT_FSIZE, see ulimit -f, or the filesystem's largest file)";
-        case EIO: return " (the device reported an I/O error: see dmesg)";
-        default: return "";
-    }
 }
 
 // Adds a collector's counters to a record snapshot (one per collector, once there are several).
@@ -142,8 +91,6 @@ private:
     void synthesize(RingSource& source);
     void stop(RingSource& source);
     void finish();
-    void end_command(RecordSummary& sum);
-    void follow_hotplug();
 
     const RecordOptions& opts_;
     std::ostream& log_;
@@ -163,14 +110,9 @@ private:
     double seconds_ = -1;  // capture time, set at stop; until then snapshot() measures
     bool stop_ = false;
     std::string stop_reason_;
-    // CPU hotplug, per ring: its CPU's state as last seen, and what happened to it.
     RingSource* source_ = nullptr;
-    bool check_cpus_ = false;
-    struct CpuState {
-        bool online = true;
-        uint32_t went_offline = 0, reopened = 0;
-    };
-    std::vector<CpuState> cpu_state_;
+    bool check_cpus_ = false;  // the tick asks for a look at the online CPUs
+    HotplugWatch hotplug_;
 };
 
 void Session::on_control(Source s) {
@@ -222,7 +164,7 @@ int Session::run(RingSource& source, RecordSummary& sum) {
     for (const auto& note : source.notes()) log_ << "ringcap: " << note << "\n";
     specs_ = source.specs();
     event_lost_samples_.assign(specs_.size(), 0);
-    cpu_state_.assign(source.rings().size(), {});
+    hotplug_ = HotplugWatch(source.rings().size());
 
     // 3. The collector: loop, staging, readers. -r applies to its thread here, before any file.
     CollectorConfig cc;
@@ -289,73 +231,22 @@ int Session::run(RingSource& source, RecordSummary& sum) {
     sum.file_bytes = file_bytes_;
     sum.o_direct = output_->file().o_direct();
     sum.exit_code = collector_->writer().failed() ? 1 : 0;
-    if (command_) end_command(sum);
+    if (command_) {
+        const CommandOutcome c = command_->finish();
+        sum.command_status = c.what;
+        // As perf record: the command's own failure is the record's exit status, if the record succeeded.
+        if (sum.exit_code == 0) sum.exit_code = c.exit_code;
+    }
     print_summary(sum, log_);
     return sum.exit_code;
 }
 
-void Session::end_command(RecordSummary& sum) {
-    // As perf record: the command's own failure is the record's exit status (if the record itself
-    // succeeded). A command that was still running when the record stopped gets SIGTERM; that is
-    // the record's doing, not a failure.
-    const bool running = command_->running();
-    const int st = command_->terminate();
-    if (running) {
-        sum.command_status = "was still running at the end and got SIGTERM";
-        return;
-    }
-    int code = 0;
-    if (WIFEXITED(st)) {
-        code = WEXITSTATUS(st);
-        sum.command_status = "exited with status " + std::to_string(code);
-    } else if (WIFSIGNALED(st)) {
-        code = 128 + WTERMSIG(st);
-        const char* n = sigabbrev_np(WTERMSIG(st));
-        sum.command_status = std::string("was killed by SIG") + (n ? n : "?") + " (status " + std::to_string(code) + ")";
-    }
-    if (sum.exit_code == 0) sum.exit_code = code;
-}
-
-void Session::follow_hotplug() {
-    // A CPU that goes offline takes its events with it; they never sample again, even once it is
-    // back. So when it is back, its ring is drained and its events are opened anew (perf record does
-    // not do this). Checked on the tick: reading /sys/devices/system/cpu/online is 3 syscalls.
-    check_cpus_ = false;
-    const std::vector<int> online = online_cpus();
-    auto rings = source_->rings();
-    for (size_t i = 0; i < rings.size(); ++i) {
-        CpuState& st = cpu_state_[i];
-        const int cpu = rings[i].cpu;
-        const bool now = std::find(online.begin(), online.end(), cpu) != online.end();
-        if (now == st.online) continue;
-        st.online = now;
-        if (!now) {
-            ++st.went_offline;
-            log_ << "ringcap: cpu " << cpu << " went offline: nothing is recorded on it until it is back\n";
-            continue;
-        }
-        collector_->release_ring(i);
-        try {
-            if (!source_->reopen(i)) {
-                log_ << "ringcap: cpu " << cpu << " is back online, but per-task events cannot be opened again "
-                        "(they would not follow the tasks' children): nothing more is recorded on it\n";
-                continue;
-            }
-        } catch (const Error& e) {
-            log_ << "ringcap: cpu " << cpu << " is back online, but its events could not be opened again: " << e.what()
-                 << "\n";
-            continue;
-        }
-        for (const auto& ev : rings[i].events) output_->add_ids(ev.event_index, {ev.id});
-        collector_->adopt_ring(i);
-        ++st.reopened;
-        log_ << "ringcap: cpu " << cpu << " is back online: its events are open again\n";
-    }
-}
-
 void Session::after_pass() {
     output_->refresh_header(collector_->writer());
-    if (check_cpus_) follow_hotplug();
+    if (check_cpus_) {
+        check_cpus_ = false;
+        hotplug_.check(*source_, *collector_, *output_, log_);
+    }
     // The timer may fire late on a loaded machine; the clock decides.
     if (deadline_ && !stop_ && Clock::now() >= *deadline_) {
         stop_reason_ = "duration reached";
@@ -424,14 +315,10 @@ void Session::finish() {
     // disk before it (a full disk keeps all that fit).
     file_bytes_ = w.durable_size();
     if (w.failed()) file_bytes_ = output_->last_record_end(file_bytes_, w.bytes_kept());
-    std::vector<std::byte> build_ids;
-    if (opts_.build_ids) {
-        std::set<std::string> dsos = synthesized_dsos_;
-        dsos.insert(collector_->dsos().begin(), collector_->dsos().end());
-        build_ids = build_id_payload(dsos);
-    }
+    std::set<std::string> dsos = synthesized_dsos_;
+    dsos.insert(collector_->dsos().begin(), collector_->dsos().end());
     const std::string feature_error =
-        output_->finish(file_bytes_, HostInfo::current(opts_.argv), tracing_payload(specs_), build_ids);
+        output_->finish(file_bytes_, HostInfo::current(opts_.argv), specs_, opts_.build_ids ? &dsos : nullptr);
     if (w.failed())
         log_ << "ringcap: ERROR: writing '" << opts_.output << "' failed: " << errno_text(w.error())
              << write_error_hint(w.error()) << "; capture stopped and kept " << file_bytes_ << " bytes of data (" << w.bytes_queued() - file_bytes_
@@ -444,11 +331,7 @@ RecordSnapshot Session::snapshot() const {
     RecordSnapshot s;
     s.seconds = seconds_ >= 0 ? seconds_ : std::chrono::duration<double>(Clock::now() - t0_).count();
     CollectorSnapshot c = collector_->snapshot();
-    for (size_t i = 0; i < c.rings.size() && i < cpu_state_.size(); ++i) {
-        c.rings[i].went_offline = cpu_state_[i].went_offline;
-        c.rings[i].reopened = cpu_state_[i].reopened;
-        c.rings[i].offline = !cpu_state_[i].online;
-    }
+    hotplug_.annotate(c);
     add(s, c);
     for (size_t e = 0; e < specs_.size(); ++e) {
         if (specs_[e].tracking) {
@@ -475,7 +358,7 @@ RecordSnapshot Session::snapshot() const {
 
 int run_record(const RecordOptions& opts, std::ostream& log, RecordSummary* summary) {
     RecordSummary local;
-    validate_output(opts.output);
+    OutputFile::check_path(opts.output);
     PerfTarget target = PerfTarget::from_options(opts);
     // Stop sources first: the command is forked now and held until the events are ready.
     SignalBlock signals;
@@ -490,7 +373,7 @@ int run_record(const RecordOptions& opts, std::ostream& log, RecordSummary* summ
 
 int run_record(const RecordOptions& opts, RingSource& source, std::ostream& log, RecordSummary* summary) {
     RecordSummary local;
-    validate_output(opts.output);
+    OutputFile::check_path(opts.output);
     SignalBlock signals;
     return Session(opts, log, signals, nullptr).run(source, summary ? *summary : local);
 }

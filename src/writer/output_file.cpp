@@ -42,6 +42,38 @@ bool locked_by_another(const std::string& path) {
 
 }  // namespace
 
+std::string write_error_hint(int err) {
+    switch (err) {
+        case ENOSPC: return " (the filesystem is full)";
+        case EDQUOT: return " (the disk quota is used up)";
+        case EFBIG: return " (the file reached RLIMIT_FSIZE, see ulimit -f, or the filesystem's largest file)";
+        case EIO: return " (the device reported an I/O error: see dmesg)";
+        default: return "";
+    }
+}
+
+void OutputFile::check_path(const std::string& out) {
+    const auto slash = out.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : out.substr(0, slash));
+    struct stat st{};
+    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        throw Error("output directory '" + dir + "' does not exist (-o " + out + ")");
+    if (access(dir.c_str(), W_OK) != 0)
+        throw Error("output directory '" + dir + "' is not writable: " + errno_text(errno) + " (choose another -o)");
+    if (stat(out.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        throw Error("output '" + out + "' is a directory: give a file name with -o");
+    if (stat(out.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+        // A device, FIFO or socket is never replaced by a regular file (as root, -o /dev/null would
+        // replace the system's /dev/null).
+        const char* kind = S_ISCHR(st.st_mode) ? "a character device" : S_ISBLK(st.st_mode) ? "a block device"
+                           : S_ISFIFO(st.st_mode) ? "a FIFO" : "not a regular file";
+        throw Error("output '" + out + "' is " + kind + ": ringcap writes perf.data to a regular file and does not "
+                    "replace it; give a file name with -o");
+    }
+    if (stat(out.c_str(), &st) == 0 && access(out.c_str(), W_OK) != 0)
+        throw Error("output '" + out + "' is not writable: " + errno_text(errno) + " (choose another -o)");
+}
+
 OutputFile OutputFile::create(const std::string& path, bool allow_direct) {
     OutputFile f;
     f.path_ = path;
