@@ -275,7 +275,7 @@ TEST_CASE("throttling is counted per CPU and said, and equals perf's THROTTLE co
     // Little CPU time for sampling: the kernel throttles at once.
     Sysctl budget("kernel/perf_cpu_time_max_percent", "1");
     TempFile f("throttle");
-    auto r = run_command(kRingcap + " record -a -F 20000 --duration 1 -o " + f.path + " " + kBusy[0] + " " +
+    auto r = run_command(kRingcap + " record -a -F max --duration 1 -o " + f.path + " " + kBusy[0] + " " +
                          "sh -c 'i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done' 2>&1");
     INFO(r.output);
     REQUIRE(r.status == 0);
