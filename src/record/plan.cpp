@@ -39,7 +39,10 @@ void read_memory_cgroup(HostLimits& h) {
     for (std::string line; std::getline(in, line);) {
         const auto a = line.find(':'), b = line.find(':', a + 1);
         if (a == std::string::npos || b == std::string::npos) continue;
-        const std::string ctrl = "," + line.substr(a + 1, b - a - 1) + ",";
+        // Built in steps: GCC 12 at -O2 warns (-Wrestrict, a false positive) on "," + std::string&&.
+        std::string ctrl = ",";
+        ctrl.append(line, a + 1, b - a - 1);
+        ctrl += ',';
         if (ctrl == ",,") v2 = line.substr(b + 1), have_v2 = true;
         else if (ctrl.find(",memory,") != std::string::npos) v1 = line.substr(b + 1), have_v1 = true;
     }
