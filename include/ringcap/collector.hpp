@@ -145,7 +145,6 @@ private:
     bool round_due() const;
     void mark_round();
     void flush_idle_staging();
-    void padding_record(std::byte (&rec)[kStagingAlign], size_t& pad) const;
 
     CollectorControl& control_;
     std::ostream& log_;

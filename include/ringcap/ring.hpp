@@ -119,7 +119,8 @@ public:
     RingReader(RingView view, const IdMap* ids, std::span<EventCounters> events, MmapObserver* mmaps = nullptr);
 
     // Consumes everything up to the current data_head, or the whole records that fit in staging, and
-    // releases it to the kernel. Never leaves half a record in staging.
+    // releases it to the kernel. A record never straddles two staging buffers: the rest of a buffer
+    // the next record does not fit in is padding.
     DrainResult drain(StagingPool& staging);
 
     const RingCounters& counters() const { return counters_; }
@@ -127,7 +128,7 @@ public:
 
 private:
     void copy_out(uint64_t from, std::byte* dst, uint64_t len) const;
-    uint64_t account(uint64_t limit, uint64_t head);
+    uint64_t account(uint64_t start, uint64_t limit, uint64_t head);
 
     RingView view_;
     uint64_t mask_ = 0;

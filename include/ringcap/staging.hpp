@@ -1,6 +1,8 @@
-// Staging: a fixed set of 4 KiB-aligned buffers (from mimalloc) that the ring reader fills as one
-// byte stream. Full buffers queue for the writer in stream order and come back only after their write
-// completed. No allocation after construction.
+// Staging: a fixed set of 4 KiB-aligned buffers (from mimalloc) that the ring reader fills with
+// records. A buffer holds whole records only (several collectors' buffers interleave in one file):
+// when the next record does not fit in what is left, the rest is padding (PERF_RECORD_FINISHED_INIT,
+// which perf skips). Full buffers queue for the writer in fill order and come back only after their
+// write completed. No allocation after construction.
 #pragma once
 
 #include <cstddef>
@@ -12,7 +14,8 @@
 namespace ringcap {
 
 inline constexpr size_t kStagingAlign = 4096;
-inline constexpr size_t kMinStagingBytes = 128 * 1024;
+inline constexpr size_t kMinBufferBytes = 64 * 1024;   // the largest record fits in a buffer
+inline constexpr size_t kMinStagingBytes = 2 * kMinBufferBytes;
 
 struct StagingBuffer {
     uint32_t index;
@@ -22,8 +25,8 @@ struct StagingBuffer {
 
 class StagingPool {
 public:
-    // buffer_size must be a non-zero multiple of kStagingAlign; count >= 2; together at least
-    // kMinStagingBytes so that the largest perf record (64 KiB) always fits once writes complete.
+    // buffer_size must be a multiple of kStagingAlign and at least kMinBufferBytes (the largest perf
+    // record fits); count >= 2.
     StagingPool(size_t buffer_size, size_t count);
     ~StagingPool();
     StagingPool(const StagingPool&) = delete;
@@ -32,10 +35,18 @@ public:
     // Free space in the current buffer, taking a free buffer if there is no current one.
     // Empty when every buffer is full or being written: the caller leaves the rest in the ring.
     std::span<std::byte> writable();
-    // Marks n bytes of writable() as filled; a buffer that becomes full moves to the ready queue.
+    // Marks n bytes of writable() as filled, ending at a record boundary; a buffer that becomes full
+    // moves to the ready queue.
     void commit(size_t n);
-    // Appends a small object (e.g. a FINISHED_ROUND record) if it fits in the free space; false if not.
-    bool append(const void* src, size_t n);
+    // The next record does not fit in what is left of the current buffer: pads the rest and queues it.
+    void pad_current();
+    // Pads the current buffer up to the next 4 KiB boundary, so that a partial write of it keeps the
+    // file O_DIRECT-aligned.
+    void pad_to_alignment();
+    // Appends one whole record (synthesized ones, FINISHED_ROUND, LOST_SAMPLES): in the current
+    // buffer if it fits, else in the next one after padding. False, with nothing written, when no
+    // buffer is free.
+    bool append(const void* record, size_t n);
 
     // Bytes writable() can still hand out before a write completes.
     size_t free_bytes() const { return (current_ ? buffer_size_ - fill_ : 0) + free_.size() * buffer_size_; }
@@ -58,6 +69,8 @@ public:
     uint64_t bytes_committed() const { return bytes_committed_; }
 
 private:
+    void pad(size_t n);  // n padding bytes (a multiple of 8) in the current buffer
+
     size_t buffer_size_;
     std::vector<std::byte*> buffers_;
     std::vector<uint32_t> free_;   // stack; capacity reserved up front

@@ -208,7 +208,8 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
             if (o.staging_buffers < 2 || o.staging_buffers > 4096) bad("--staging-buffers must be 2..4096");
         } else if (a == "--staging-kb") {
             uint64_t kb = parse_u64(a, value());
-            if (kb == 0 || kb % 4 != 0 || kb > (1u << 20)) bad("--staging-kb must be a multiple of 4, at most 1048576");
+            if (kb < kMinBufferBytes / 1024 || kb % 4 != 0 || kb > (1u << 20))
+                bad("--staging-kb must be a multiple of 4 from 64 (the largest record) to 1048576");
             o.staging_buffer_bytes = size_t(kb) * 1024;
         } else if (a == "--cq-entries") {
             uint64_t n = parse_u64(a, value());
@@ -222,8 +223,6 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
             break;
         }
     }
-    if (o.staging_buffers && o.staging_buffers * o.staging_buffer_bytes < kMinStagingBytes)
-        bad("staging needs at least 128 KiB in all (--staging-buffers x --staging-kb)");
     if (have_F && have_c) bad("-F and -c exclude each other: give a frequency or a period");
     if (o.sampling.wakeup_events && o.sampling.wakeup_watermark)
         bad("--wakeup-events and --wakeup-watermark exclude each other");

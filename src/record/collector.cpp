@@ -158,39 +158,17 @@ void Collector::mark_round() {
     last_round_ns_ = now_ns();
 }
 
-void Collector::padding_record(std::byte (&rec)[kStagingAlign], size_t& pad) const {
-    // One FINISHED_ROUND whose header.size covers the padding up to the next 4 KiB boundary (perf
-    // skips it by size), so the data stays O_DIRECT-aligned. It is only written after a complete
-    // pass, so as a round marker it is genuine.
-    pad = (kStagingAlign - staging_->current_fill() % kStagingAlign) % kStagingAlign;
-    perf_event_header h = finished_round_record();
-    h.size = uint16_t(pad);
-    std::memcpy(rec, &h, sizeof h);
-}
-
 void Collector::flush_idle_staging() {
     // At a low sample rate a staging buffer can take minutes to fill, and a crash would lose it.
-    // Once per tick, after a complete pass, send the partial buffer, padded.
+    // Once per tick, after a complete pass, send the partial buffer, padded to 4 KiB so the file
+    // stays O_DIRECT-aligned.
     if (staging_->current_fill() == 0 || writer_->in_flight() > 0) return;
-    alignas(8) std::byte rec[kStagingAlign] = {};
-    size_t pad = 0;
-    padding_record(rec, pad);
-    if (pad > 0) {
-        if (!round_due()) return;  // the padding is a round marker: try again next tick
-        if (!staging_->append(rec, pad)) return;
-        mark_round();
-    }
+    staging_->pad_to_alignment();
     writer_->queue_partial();
 }
 
 void Collector::flush_start() {
-    alignas(8) std::byte rec[kStagingAlign] = {};
-    size_t pad = 0;
-    padding_record(rec, pad);
-    if (pad > 0) {
-        append(rec, pad);
-        mark_round();
-    }
+    staging_->pad_to_alignment();
     flush();
 }
 
@@ -208,8 +186,7 @@ StopCause Collector::run() {
         if (control_.stop_requested()) return StopCause::Requested;
         writer_->queue_ready();
         loop_->run_once(*this, true);
-        // On a tick the round marker, if due, is the padding of the idle flush instead.
-        const bool complete = pass(/*allow_round=*/!tick_);
+        const bool complete = pass(/*allow_round=*/true);
         if (tick_ && complete) flush_idle_staging();
         tick_ = false;
         writer_->mark_boundary(staging_->bytes_committed());

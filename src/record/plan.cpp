@@ -130,12 +130,13 @@ void RecordPlan::fit_staging(const RecordOptions& opts, const HostLimits& host) 
         throw Error("--staging-buffers " + std::to_string(staging_buffers_) + " x " +
                     std::to_string(staging_buffer_bytes_ >> 10) + " KiB does not fit: " + why +
                     ", and ringcap needs " + mib(kMemoryHeadroom) + " besides; give less staging or raise the limit");
-    size_t count = size_t(room / staging_buffer_bytes_), bytes = staging_buffer_bytes_;
+    size_t bytes = staging_buffer_bytes_, count = size_t(room / bytes);
     if (count < 4) {
-        count = 4;
-        bytes = size_t(room / 4) / kStagingAlign * kStagingAlign;
+        // Four smaller buffers ride out a slow write better than two big ones.
+        bytes = std::max(kMinBufferBytes, size_t(room / 4) / kStagingAlign * kStagingAlign);
+        count = size_t(room / bytes);
     }
-    if (uint64_t(count) * bytes < kMinStagingBytes)
+    if (count < 2)
         throw Error("not enough memory to record: " + why + "; ringcap needs " + mib(kMemoryHeadroom + kMinStagingBytes) +
                     " (raise memory.max / memory.limit_in_bytes, or record outside the container)");
     notes_.push_back(why + ": staging " + std::to_string(count) + " x " + std::to_string(bytes >> 10) + " KiB instead of " +

@@ -38,14 +38,14 @@ static T load_at(const std::byte* data, uint64_t mask, uint64_t pos) {
     return v;
 }
 
-uint64_t RingReader::account(uint64_t limit, uint64_t head) {
-    // Walks the records that lie wholly in [tail_, limit) and returns where the last one ends.
+uint64_t RingReader::account(uint64_t start, uint64_t limit, uint64_t head) {
+    // Walks the records that lie wholly in [start, limit) and returns where the last one ends.
     // data_head only moves past whole records, so every record that starts below head is complete.
-    // Positions are compared relative to tail_, so the free-running u64 counters may wrap.
-    const uint64_t span = limit - tail_, avail = head - tail_;
+    // Positions are compared relative to start, so the free-running u64 counters may wrap.
+    const uint64_t span = limit - start, avail = head - start;
     uint64_t rel = 0;
     while (rel < span) {
-        const uint64_t pos = tail_ + rel;
+        const uint64_t pos = start + rel;
         auto hdr = load_at<perf_event_header>(view_.data, mask_, pos);
         if (hdr.size < sizeof(perf_event_header) || hdr.size % 8 != 0 || rel + hdr.size > avail) {
             // Impossible with a sane kernel (a record below head runs past it, or has no size). Keep
@@ -53,7 +53,7 @@ uint64_t RingReader::account(uint64_t limit, uint64_t head) {
             ++counters_.bad_headers;
             return limit;
         }
-        if (rel + hdr.size > span) break;  // does not fit in staging: next drain
+        if (rel + hdr.size > span) break;  // does not fit in this buffer
         ++counters_.records;
         switch (hdr.type) {
             case PERF_RECORD_SAMPLE: {
@@ -88,7 +88,7 @@ uint64_t RingReader::account(uint64_t limit, uint64_t head) {
         }
         rel += hdr.size;
     }
-    return tail_ + rel;
+    return start + rel;
 }
 
 void RingReader::note_mapping(uint64_t pos, const perf_event_header& hdr) {
@@ -109,30 +109,37 @@ DrainResult RingReader::drain(StagingPool& staging) {
     // ACQUIRE pairs with the kernel's smp_wmb() before it publishes data_head: every record byte
     // below head is visible to the loads that follow.
     const uint64_t head = __atomic_load_n(&view_.page->data_head, __ATOMIC_ACQUIRE);
-    const uint64_t avail = head - tail_;
-    assert(avail <= view_.size);
-    if (avail == 0) return {0, true};
-
-    // Staging is one byte stream shared by every ring: take only whole records, so that when staging
-    // runs out the next ring's bytes never follow half a record.
-    const uint64_t end = account(tail_ + std::min<uint64_t>(avail, staging.free_bytes()), head);
-    const uint64_t len = end - tail_;
-    for (uint64_t copied = 0; copied < len;) {
-        auto space = staging.writable();
-        assert(!space.empty());
-        uint64_t n = std::min<uint64_t>(len - copied, space.size());
-        copy_out(tail_ + copied, space.data(), n);
-        staging.commit(n);
-        copied += n;
+    assert(head - tail_ <= view_.size);
+    uint64_t pos = tail_;
+    bool complete = true;
+    while (pos != head) {
+        // Whole records only, buffer by buffer: when staging runs out the next ring's bytes never
+        // follow half a record, and every buffer can go to the file on its own.
+        const auto space = staging.writable();
+        if (space.empty()) {
+            complete = false;
+            break;
+        }
+        const uint64_t end = account(pos, pos + std::min<uint64_t>(head - pos, space.size()), head);
+        if (end == pos) {
+            // The next record does not fit in what is left of this buffer (an empty buffer holds any
+            // record: buffers are at least kMinBufferBytes).
+            if (staging.current_fill() == 0) break;
+            staging.pad_current();
+            continue;
+        }
+        copy_out(pos, space.data(), end - pos);
+        staging.commit(end - pos);
+        pos = end;
     }
+    const uint64_t len = pos - tail_;
     if (len > 0) {
-        // RELEASE orders all our reads of [tail, end) (header walk and copies) before the kernel can
+        // RELEASE orders all our reads of [tail, pos) (header walk and copies) before the kernel can
         // see the space as free and overwrite it.
-        __atomic_store_n(&view_.page->data_tail, end, __ATOMIC_RELEASE);
-        tail_ = end;
+        __atomic_store_n(&view_.page->data_tail, pos, __ATOMIC_RELEASE);
+        tail_ = pos;
         counters_.bytes += len;
     }
-    const bool complete = end == head;
     if (!complete) ++counters_.partial_drains;
     return {len, complete};
 }

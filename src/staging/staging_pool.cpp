@@ -8,11 +8,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "ringcap/records.hpp"
+
 namespace ringcap {
 
 StagingPool::StagingPool(size_t buffer_size, size_t count) : buffer_size_(buffer_size) {
-    if (buffer_size == 0 || buffer_size % kStagingAlign != 0 || count < 2 || buffer_size * count < kMinStagingBytes)
-        throw std::invalid_argument("staging: buffers must be multiples of 4096, at least 2, 128 KiB in all");
+    if (buffer_size < kMinBufferBytes || buffer_size % kStagingAlign != 0 || count < 2)
+        throw std::invalid_argument("staging: buffers must be multiples of 4096 of at least 64 KiB, and at least 2");
     buffers_.reserve(count);
     free_.reserve(count);
     ready_.assign(count, 0);
@@ -54,19 +56,40 @@ void StagingPool::commit(size_t n) {
     }
 }
 
-bool StagingPool::append(const void* src, size_t n) {
-    // Small records may straddle two buffers, as ring bytes do: the file is one byte stream.
-    const auto* p = static_cast<const std::byte*>(src);
-    // Check the space first so a record is never half-appended.
-    if (free_bytes() < n) return false;
+void StagingPool::pad(size_t n) {
+    // One padding record per at most kMaxRecordBytes (header.size is a u16), zeroed: the buffer may
+    // still hold an older write's bytes.
     while (n > 0) {
-        auto w = writable();
-        size_t k = std::min(n, w.size());
-        std::memcpy(w.data(), p, k);
+        const size_t k = std::min(n, kMaxRecordBytes);  // what is left is then a multiple of 8 as well
+        std::byte* p = buffers_[*current_] + fill_;
+        std::memset(p, 0, k);
+        const perf_event_header h{kRecordPadding, 0, uint16_t(k)};
+        std::memcpy(p, &h, sizeof h);
         commit(k);
-        p += k;
         n -= k;
     }
+}
+
+void StagingPool::pad_current() {
+    if (current_ && fill_ > 0) pad(buffer_size_ - fill_);
+}
+
+void StagingPool::pad_to_alignment() {
+    if (current_ && fill_ % kStagingAlign != 0) pad(kStagingAlign - fill_ % kStagingAlign);
+}
+
+bool StagingPool::append(const void* record, size_t n) {
+    assert(n <= kMaxRecordBytes && n % 8 == 0);
+    auto w = writable();
+    if (!w.empty() && w.size() < n) {
+        // Whole records only: the rest of this buffer becomes padding (if another buffer is free).
+        if (free_.empty()) return false;
+        pad_current();
+        w = writable();
+    }
+    if (w.size() < n) return false;
+    std::memcpy(w.data(), record, n);
+    commit(n);
     return true;
 }
 

@@ -12,6 +12,8 @@
 
 #include "ringcap/options.hpp"
 #include "ringcap/recorder.hpp"
+#include "ringcap/records.hpp"
+#include "ringcap/staging.hpp"
 #include "testkit/perf_data_reader.hpp"
 #include "tools.hpp"
 
@@ -168,8 +170,8 @@ TEST_CASE("a tiny CQ ends multishot polls: they are re-armed and nothing is lost
     RecordOptions o = options("-a -e cpu-clock,cpu-clock,cpu-clock -c 20000 -m 4 --wakeup-events 1", f.path);
     o.backend = Backend::Uring;
     o.cq_entries = 2;
-    o.staging_buffers = 32;
-    o.staging_buffer_bytes = 4096;
+    o.staging_buffers = 8;
+    o.staging_buffer_bytes = ringcap::kMinBufferBytes;
     o.command = kBusyCommand;
     std::ostringstream log;
     RecordSummary sum;
@@ -178,13 +180,14 @@ TEST_CASE("a tiny CQ ends multishot polls: they are re-armed and nothing is lost
     CHECK(sum.rearms > 0);
 
     // Every record the rings produced is in the file: the file holds exactly what the reader took
-    // from the rings, plus our FINISHED_ROUND, LOST_SAMPLES and synthesized /proc records.
+    // from the rings, plus our FINISHED_ROUND, padding, LOST_SAMPLES and synthesized /proc records.
     auto file = read_perf_data(f.path, nullptr);
     REQUIRE(file);
     const auto& c = file->counts;
     CHECK_FALSE(c.truncated);
-    const uint64_t ours = c.finished_rounds + sum.synthesized_records +
-                          (c.by_type.count(PERF_RECORD_LOST_SAMPLES) ? c.by_type.at(PERF_RECORD_LOST_SAMPLES) : 0);
+    auto count = [&](uint32_t type) { return c.by_type.count(type) ? c.by_type.at(type) : 0; };
+    const uint64_t ours = c.finished_rounds + sum.synthesized_records + count(PERF_RECORD_LOST_SAMPLES) +
+                          count(ringcap::kRecordPadding);
     CHECK(c.records - ours == sum.total.records);
     CHECK(c.samples == sum.total.samples);
     // Kernel-side loss is reported, not hidden: the file and the summary agree on it.

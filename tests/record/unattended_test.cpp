@@ -272,7 +272,9 @@ TEST_CASE("every kernel loss counts: lost= equals perf's count, the tracking eve
 TEST_CASE("throttling is counted per CPU and said, and equals perf's THROTTLE count", "[unattended]") {
     require_kernel();
     const std::string perf = require_perf();
-    // Little CPU time for sampling: the kernel throttles at once.
+    // Little CPU time for sampling: the kernel throttles at once (and may lower the maximum rate on
+    // its own, which must not outlive the test either).
+    Sysctl rate("kernel/perf_event_max_sample_rate", read_file("/proc/sys/kernel/perf_event_max_sample_rate"));
     Sysctl budget("kernel/perf_cpu_time_max_percent", "1");
     TempFile f("throttle");
     auto r = run_command(kRingcap + " record -a -F max --duration 1 -o " + f.path + " " + kBusy[0] + " " +

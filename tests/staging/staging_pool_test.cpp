@@ -1,5 +1,5 @@
-// StagingPool: geometry checks, buffer alignment, the ready queue's stream order, exhaustion and
-// reuse, append() straddling buffers, free_bytes() accounting and take_partial().
+// StagingPool: geometry checks, buffer alignment, the ready queue's fill order, exhaustion and
+// reuse, whole-record append() and padding, free_bytes() accounting and take_partial().
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -8,14 +8,32 @@
 #include <stdexcept>
 #include <vector>
 
+#include "ringcap/records.hpp"
 #include "ringcap/staging.hpp"
 
-using ringcap::kMinStagingBytes;
+using ringcap::kMaxRecordBytes;
+using ringcap::kMinBufferBytes;
+using ringcap::kRecordPadding;
 using ringcap::kStagingAlign;
 using ringcap::StagingBuffer;
 using ringcap::StagingPool;
 
 namespace {
+
+constexpr size_t B = kMinBufferBytes;  // the smallest buffer
+
+// The records in [p, p + n): {type, size} each; stops at a bad size.
+std::vector<std::pair<uint32_t, uint16_t>> records_in(const std::byte* p, size_t n) {
+    std::vector<std::pair<uint32_t, uint16_t>> out;
+    for (size_t off = 0; off + sizeof(perf_event_header) <= n;) {
+        perf_event_header h;
+        std::memcpy(&h, p + off, sizeof h);
+        if (h.size < sizeof h || off + h.size > n) break;
+        out.emplace_back(h.type, h.size);
+        off += h.size;
+    }
+    return out;
+}
 
 // Fills the whole of the current buffer with `tag` and commits it, so it moves to the ready queue.
 uint32_t fill_one(StagingPool& pool, std::byte tag) {
@@ -40,28 +58,24 @@ bool all_bytes(const std::byte* p, size_t n, std::byte v) {
 }  // namespace
 
 TEST_CASE("StagingPool rejects bad geometry", "[staging]") {
-    // Not a multiple of 4096 (or zero).
+    // Not a multiple of 4096, or too small for the largest record.
     CHECK_THROWS_AS(StagingPool(0, 64), std::invalid_argument);
-    CHECK_THROWS_AS(StagingPool(4095, 64), std::invalid_argument);
-    CHECK_THROWS_AS(StagingPool(4097, 64), std::invalid_argument);
-    CHECK_THROWS_AS(StagingPool(4096 + 512, 64), std::invalid_argument);
-    // Fewer than two buffers, even when one buffer alone is big enough.
-    CHECK_THROWS_AS(StagingPool(kMinStagingBytes, 1), std::invalid_argument);
-    CHECK_THROWS_AS(StagingPool(4 * kMinStagingBytes, 1), std::invalid_argument);
-    CHECK_THROWS_AS(StagingPool(4096, 0), std::invalid_argument);
-    // Less than 128 KiB in all: one buffer short of the minimum.
-    CHECK_THROWS_AS(StagingPool(4096, kMinStagingBytes / 4096 - 1), std::invalid_argument);
-    CHECK_THROWS_AS(StagingPool(16384, 7), std::invalid_argument);
-
+    CHECK_THROWS_AS(StagingPool(4096, 64), std::invalid_argument);
+    CHECK_THROWS_AS(StagingPool(B - 4096, 64), std::invalid_argument);
+    CHECK_THROWS_AS(StagingPool(B + 512, 64), std::invalid_argument);
+    // Fewer than two buffers.
+    CHECK_THROWS_AS(StagingPool(B, 1), std::invalid_argument);
+    CHECK_THROWS_AS(StagingPool(4 * B, 1), std::invalid_argument);
+    CHECK_THROWS_AS(StagingPool(B, 0), std::invalid_argument);
     // The boundaries themselves are accepted.
-    CHECK_NOTHROW(StagingPool(4096, kMinStagingBytes / 4096));
-    CHECK_NOTHROW(StagingPool(kMinStagingBytes / 2, 2));
-    CHECK_NOTHROW(StagingPool(65536, 4));
+    CHECK_NOTHROW(StagingPool(B, 2));
+    CHECK_NOTHROW(StagingPool(B + 4096, 2));
+    CHECK_NOTHROW(StagingPool(1 << 20, 4));
 }
 
 TEST_CASE("StagingPool hands out 4096-aligned buffers and starts empty", "[staging]") {
-    const size_t size = GENERATE(size_t(4096), size_t(8192), size_t(65536));
-    const size_t count = kMinStagingBytes / size + 3;
+    const size_t size = GENERATE(size_t(65536), size_t(131072), size_t(1048576));
+    const size_t count = 3;
     StagingPool pool(size, count);
     REQUIRE(pool.buffer_size() == size);
     REQUIRE(pool.count() == count);
@@ -82,27 +96,27 @@ TEST_CASE("StagingPool hands out 4096-aligned buffers and starts empty", "[stagi
 }
 
 TEST_CASE("StagingPool writable/commit fill buffers and queue them in fill order", "[staging]") {
-    StagingPool pool(4096, 32);
-    const size_t total = 4096 * 32;
+    StagingPool pool(B, 32);
+    const size_t total = B * 32;
 
     SECTION("a partial commit keeps the buffer current and continues where it stopped") {
         auto w1 = pool.writable();
-        REQUIRE(w1.size() == 4096);
+        REQUIRE(w1.size() == B);
         pool.commit(100);
         CHECK(pool.free_bytes() == total - 100);
         CHECK(pool.bytes_committed() == 100);
         CHECK_FALSE(pool.has_ready());
         auto w2 = pool.writable();
         CHECK(w2.data() == w1.data() + 100);
-        CHECK(w2.size() == 4096 - 100);
+        CHECK(w2.size() == B - 100);
         // Completing the buffer queues it.
         pool.commit(w2.size());
         CHECK(pool.has_ready());
-        CHECK(pool.free_bytes() == total - 4096);
+        CHECK(pool.free_bytes() == total - B);
         StagingBuffer b = pool.pop_ready();
         CHECK(b.data == w1.data());
         CHECK(b.data == pool.buffer(b.index));
-        CHECK(b.len == 4096);
+        CHECK(b.len == B);
         CHECK_FALSE(pool.has_ready());
     }
 
@@ -124,7 +138,7 @@ TEST_CASE("StagingPool writable/commit fill buffers and queue them in fill order
             REQUIRE(pool.has_ready());
             StagingBuffer r = pool.pop_ready();
             CHECK(r.index == filled[k]);
-            CHECK(r.len == 4096);
+            CHECK(r.len == B);
             CHECK(all_bytes(r.data, r.len, std::byte(k + 1)));
         }
         CHECK_FALSE(pool.has_ready());
@@ -132,7 +146,7 @@ TEST_CASE("StagingPool writable/commit fill buffers and queue them in fill order
 }
 
 TEST_CASE("StagingPool runs dry when every buffer is full or taken, release makes one reusable", "[staging]") {
-    StagingPool pool(8192, 16);
+    StagingPool pool(B, 16);
     std::vector<uint32_t> filled;
     for (size_t i = 0; i < pool.count(); ++i) filled.push_back(fill_one(pool, std::byte(0x40 + i)));
 
@@ -150,85 +164,98 @@ TEST_CASE("StagingPool runs dry when every buffer is full or taken, release make
 
     pool.release(popped[7].index);
     CHECK(pool.free_count() == 1);
-    CHECK(pool.free_bytes() == 8192);
+    CHECK(pool.free_bytes() == B);
     auto w = pool.writable();
-    REQUIRE(w.size() == 8192);
+    REQUIRE(w.size() == B);
     CHECK(w.data() == popped[7].data);  // the released buffer, from its start
     CHECK(pool.free_count() == 0);
-    CHECK(pool.free_bytes() == 8192);   // still counted: it is now the current buffer
-    pool.commit(8192);
+    CHECK(pool.free_bytes() == B);   // still counted: it is now the current buffer
+    pool.commit(B);
     CHECK(pool.writable().empty());
     REQUIRE(pool.has_ready());
     CHECK(pool.pop_ready().index == popped[7].index);
 
     for (auto& b : popped) pool.release(b.index);
     CHECK(pool.free_count() == pool.count());
-    CHECK(pool.free_bytes() == 8192 * pool.count());
+    CHECK(pool.free_bytes() == B * pool.count());
 }
 
-TEST_CASE("StagingPool append straddles buffers and never half-appends", "[staging]") {
-    StagingPool pool(4096, 32);
-    const uint64_t obj = 0x1122334455667788ull;
+TEST_CASE("StagingPool append keeps records whole: the rest of a buffer becomes padding", "[staging]") {
+    StagingPool pool(B, 3);
+    std::vector<std::byte> rec(4096);
+    const perf_event_header h{PERF_RECORD_SAMPLE, 0, 4096};
+    std::memcpy(rec.data(), &h, sizeof h);
+    std::memset(rec.data() + sizeof h, 0x5A, rec.size() - sizeof h);
 
-    SECTION("an object across a buffer boundary lands in two consecutive buffers") {
+    SECTION("a record that does not fit in the rest goes to the next buffer, after padding") {
         auto w = pool.writable();
-        std::memset(w.data(), 0xAB, 4096 - 3);
-        pool.commit(4096 - 3);
-        REQUIRE(pool.append(&obj, sizeof obj));
-        CHECK(pool.bytes_committed() == 4096 + 5);
-        CHECK(pool.free_bytes() == 32 * 4096 - 4096 - 5);
-
+        pool.commit(B - 3000);  // as if a reader had left 3000 bytes, less than the record
+        REQUIRE(pool.append(rec.data(), rec.size()));
         REQUIRE(pool.has_ready());
-        StagingBuffer first = pool.pop_ready();
-        CHECK(first.len == 4096);
-        CHECK(all_bytes(first.data, 4096 - 3, std::byte(0xAB)));
+        const StagingBuffer first = pool.pop_ready();
+        CHECK(first.len == B);
+        // What was committed, then one padding record of exactly the rest.
+        auto tail = records_in(first.data + B - 3000, 3000);
+        REQUIRE(tail.size() == 1);
+        CHECK(tail[0] == std::pair<uint32_t, uint16_t>{kRecordPadding, 3000});
+        CHECK(all_bytes(first.data + B - 3000 + sizeof(perf_event_header), 3000 - sizeof(perf_event_header),
+                        std::byte{0}));
+        // The record, whole, at the start of the next buffer.
         auto partial = pool.take_partial();
         REQUIRE(partial.has_value());
-        CHECK(partial->len == 5);
-        CHECK(partial->index != first.index);
-
-        std::byte joined[sizeof obj];
-        std::memcpy(joined, first.data + 4096 - 3, 3);
-        std::memcpy(joined + 3, partial->data, 5);
-        CHECK(std::memcmp(joined, &obj, sizeof obj) == 0);
+        CHECK(partial->len == rec.size());
+        CHECK(std::memcmp(partial->data, rec.data(), rec.size()) == 0);
+        CHECK(pool.bytes_committed() == B + rec.size());
     }
 
-    SECTION("append fails and writes nothing when free_bytes() < n") {
-        // Fill all but 5 bytes: 31 full buffers (popped, not released) and 4091 bytes of the last.
-        for (int i = 0; i < 31; ++i) fill_one(pool, std::byte(i));
-        std::vector<StagingBuffer> held;
-        while (pool.has_ready()) held.push_back(pool.pop_ready());
+    SECTION("no free buffer to move to: nothing is written, nothing is padded") {
+        fill_one(pool, std::byte{1});
+        fill_one(pool, std::byte{2});
         auto w = pool.writable();
-        std::memset(w.data(), 0xCD, w.size());  // the uncommitted 5 bytes too: they must stay 0xCD
-        pool.commit(4091);
-        REQUIRE(pool.free_bytes() == 5);
+        std::memset(w.data(), 0xCD, w.size());
+        pool.commit(B - 3000);
         const uint64_t committed = pool.bytes_committed();
-
-        CHECK_FALSE(pool.append(&obj, sizeof obj));
-        CHECK(pool.free_bytes() == 5);
+        CHECK_FALSE(pool.append(rec.data(), rec.size()));
         CHECK(pool.bytes_committed() == committed);
-        CHECK_FALSE(pool.has_ready());
-        CHECK(all_bytes(w.data() + 4091, 5, std::byte(0xCD)));  // nothing half-written
-
-        // Exactly the free space fits, and fills the last buffer.
-        const uint8_t five[5] = {1, 2, 3, 4, 5};
-        CHECK(pool.append(five, sizeof five));
-        CHECK(pool.free_bytes() == 0);
-        REQUIRE(pool.has_ready());
-        StagingBuffer last = pool.pop_ready();
-        CHECK(std::memcmp(last.data + 4091, five, 5) == 0);
-        CHECK_FALSE(pool.append(&obj, 1));
-
-        // Once a write completes there is room again.
-        pool.release(held[0].index);
-        CHECK(pool.append(&obj, sizeof obj));
-        CHECK(pool.free_bytes() == 4096 - sizeof obj);
+        CHECK(all_bytes(w.data() + B - 3000, 3000, std::byte(0xCD)));
+        // A small record still fits in the rest.
+        CHECK(pool.append(rec.data(), 8));
+        // Once a write completes the big one goes in, after padding.
+        StagingBuffer done = pool.pop_ready();
+        pool.release(done.index);
+        CHECK(pool.append(rec.data(), rec.size()));
     }
+}
+
+TEST_CASE("StagingPool pads to 4 KiB for a partial write, and in u16-sized records", "[staging]") {
+    StagingPool pool(1 << 20, 2);
+    auto w = pool.writable();
+    pool.commit(1000);
+    pool.pad_to_alignment();
+    CHECK(pool.current_fill() == 4096);
+    auto recs = records_in(w.data() + 1000, 4096 - 1000);
+    REQUIRE(recs.size() == 1);
+    CHECK(recs[0] == std::pair<uint32_t, uint16_t>{kRecordPadding, 4096 - 1000});
+    pool.pad_to_alignment();  // already aligned: nothing
+    CHECK(pool.current_fill() == 4096);
+
+    // The rest of a 1 MiB buffer is more than one record can say (header.size is a u16).
+    pool.pad_current();
+    REQUIRE(pool.has_ready());
+    const StagingBuffer b = pool.pop_ready();
+    recs = records_in(b.data + 4096, b.len - 4096);
+    size_t covered = 0;
+    for (const auto& [type, size] : recs) {
+        CHECK(type == kRecordPadding);
+        CHECK(size <= kMaxRecordBytes);
+        covered += size;
+    }
+    CHECK(covered == (1u << 20) - 4096);
 }
 
 TEST_CASE("StagingPool take_partial returns the current buffer, or nothing", "[staging]") {
-    StagingPool pool(4096, 32);
-    const size_t total = 4096 * 32;
+    StagingPool pool(B, 32);
+    const size_t total = B * 32;
 
     CHECK_FALSE(pool.take_partial().has_value());
     // A current buffer with nothing committed is not a partial buffer.
@@ -246,17 +273,17 @@ TEST_CASE("StagingPool take_partial returns the current buffer, or nothing", "[s
     CHECK(p->len == 100);
     CHECK(all_bytes(p->data, 100, std::byte(0x5A)));
     // Taken: neither it nor its unused tail counts as free until released, and it is not handed out.
-    CHECK(pool.free_bytes() == total - 4096);
+    CHECK(pool.free_bytes() == total - B);
     CHECK_FALSE(pool.take_partial().has_value());
     auto next = pool.writable();
     CHECK(next.data() != p->data);
-    CHECK(next.size() == 4096);
+    CHECK(next.size() == B);
 
     pool.release(p->index);
     CHECK(pool.free_bytes() == total);
 
     // Full buffers go to the ready queue, not take_partial: after exactly one buffer, nothing partial.
-    pool.commit(4096);
+    pool.commit(B);
     CHECK(pool.has_ready());
     CHECK_FALSE(pool.take_partial().has_value());
 }

@@ -310,7 +310,7 @@ TEST_CASE("Writer gives up on a write that keeps failing with EAGAIN", "[writer]
     const Backend be = GENERATE(Backend::Epoll, Backend::Uring);
     INFO("backend " << backend_name(be));
     // Smallest buffers so the ~1000 retries stay cheap; buffered fd keeps them in the page cache.
-    constexpr size_t bs = 4096;
+    constexpr size_t bs = ringcap::kMinBufferBytes;
     Rig r(be, bs, 32, false);
     r.writer.set_fault([&](uint64_t off, uint32_t, int res) { return off == kDataOffset + bs ? -EAGAIN : res; });
 
