@@ -88,8 +88,8 @@ public:
     const Loop& loop() const { return *loop_; }
     const std::string& fallback_reason() const { return fallback_reason_; }
 
-    // Sends the stream to `file` from `data_offset` on. Before arm().
-    void attach(OutputFile& file, uint64_t data_offset);
+    // Sends the stream to `file`, at offsets from `space` (shared by the file's writers). Before arm().
+    void attach(OutputFile& file, FileSpace& space);
     Writer& writer() { return *writer_; }
     // Control sources to watch on this collector's loop, and the duration timer.
     void watch_control(Source s, int fd);
@@ -104,10 +104,10 @@ public:
     StopCause run();
     // Once the source has stopped: passes until every ring is empty (or a write failed).
     void drain_rest();
-    // Sends everything staged to the file and waits for every write.
+    // Sends everything staged to the file, padded to a 4 KiB boundary (so the data after it stays
+    // O_DIRECT-aligned), and waits for every write.
     void flush();
-    // The same, padded to a 4 KiB boundary so that the data after it stays O_DIRECT-aligned: for the
-    // records written before the events start.
+    // The same, for the records written before the events start.
     void flush_start();
 
     // CPU hotplug: drains ring `i` to its last record and stops watching it, before the source

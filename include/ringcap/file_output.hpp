@@ -53,9 +53,14 @@ public:
                        const std::set<std::string>* dsos);
 
 private:
+    void write_head(uint64_t data_size);  // header, attrs, ids: synchronously
+
     OutputFile file_;
     std::vector<AttrEntry> attrs_;
     uint64_t data_offset_ = 0;
+    // The file's first page as it is on disk (header, attrs...): a refresh rewrites it whole, with
+    // O_DIRECT, patching only the data size.
+    std::vector<std::byte> first_page_;
     uint64_t published_size_ = 0;
     std::chrono::steady_clock::time_point published_at_{};
 };

@@ -58,6 +58,9 @@ public:
     virtual void attach_output(std::span<const int> files, std::span<const iovec> buffers) = 0;
     // Writes len bytes at p to files[file] at offset; completes through on_write(slot).
     virtual void write(uint32_t slot, unsigned file, const std::byte* p, uint32_t len, uint64_t offset) = 0;
+    // Allocates [offset, offset + len) of files[file] (fallocate mode 0: the file grows); completes
+    // through on_write(slot) with 0 or -errno.
+    virtual void fallocate(uint32_t slot, unsigned file, uint64_t offset, uint64_t len) = 0;
 
     // Issues what is queued, waits for at least one event when `block`, dispatches all that is ready.
     virtual void run_once(LoopHandler& h, bool block) = 0;

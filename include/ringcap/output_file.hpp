@@ -36,6 +36,9 @@ public:
     int direct_fd() const { return direct_ ? direct_.get() : buffered_.get(); }
     int buffered_fd() const { return buffered_.get(); }
     bool o_direct() const { return static_cast<bool>(direct_); }
+    // Whether writes can run inline when the file is allocated ahead of them (FileSpace): O_DIRECT,
+    // on a filesystem that takes nowait writes (not tmpfs, where every write goes to a worker).
+    bool inline_writes() const;
     const std::string& path() const { return path_; }
     // Synchronous positional write of all of buf (used at start and stop only).
     void pwrite_all(const void* buf, size_t len, uint64_t offset) const;

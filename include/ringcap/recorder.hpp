@@ -43,6 +43,8 @@ struct RecordSnapshot {
     uint64_t waits = 0;         // io_uring_enter (or epoll_wait) calls
     uint64_t waits_after_hangup = 0;  // of which after every ring had hung up (bounded: no spin)
     uint64_t writes = 0;
+    uint64_t preallocations = 0;      // fallocate calls ahead of the writes
+    uint64_t writes_beyond_allocation = 0;  // writes past the preallocated part (appends: a worker ran them)
     uint64_t bytes_written = 0;       // data bytes whose write completed
     uint64_t synthesized_records = 0; // COMM/MMAP2/MMAP written from /proc at start
     uint64_t ring_bytes = 0;          // ring memory mapped (control pages + data)

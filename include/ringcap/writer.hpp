@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "ringcap/file_space.hpp"
 #include "ringcap/loop.hpp"
 #include "ringcap/output_file.hpp"
 #include "ringcap/staging.hpp"
@@ -19,11 +20,14 @@ namespace ringcap {
 struct WriterStats {
     uint64_t bytes = 0;          // bytes whose write completed
     uint64_t writes = 0;         // writes issued (including resubmissions)
-    uint64_t short_writes = 0;
+    uint64_t short_writes = 0;   // includes the first halves of split writes
+    uint64_t split_writes = 0;   // writes cut at a preallocated chunk's end
     uint64_t retries = 0;        // EAGAIN/EINTR resubmissions
     uint64_t direct_writes = 0;
     uint64_t aside_writes = 0;    // write_aside() calls issued (the header refreshes)
     uint64_t aside_failures = 0;
+    uint64_t preallocations = 0;  // fallocate calls issued ahead of the writes
+    uint64_t beyond_allocation = 0;  // writes that went past the allocated part (appends: punted)
 };
 
 // Test seam: given a write's (offset, length) and the kernel's result, returns the result the writer
@@ -32,10 +36,11 @@ using WriteFault = std::function<int(uint64_t offset, uint32_t len, int res)>;
 
 class Writer {
 public:
-    // Data goes to [data_offset, ...) in the order buffers leave the pool's ready queue.
-    // data_offset must be a multiple of kStagingAlign. Attaches the file's descriptors and the
-    // pool's buffers to the loop.
-    Writer(Loop& loop, OutputFile& file, StagingPool& pool, uint64_t data_offset);
+    // Each buffer that leaves the pool's ready queue gets its file offset from `space` (shared with
+    // other writers of the file), which starts at the data section, a multiple of kStagingAlign; the
+    // writer also keeps the file allocated ahead of its writes (FileSpace). Attaches the file's
+    // descriptors and the pool's buffers to the loop.
+    Writer(Loop& loop, OutputFile& file, StagingPool& pool, FileSpace& space);
 
     void set_fault(WriteFault f) { fault_ = std::move(f); }
 
@@ -52,49 +57,54 @@ public:
     size_t in_flight() const { return in_flight_; }
     bool failed() const { return error_ != 0; }
     int error() const { return error_; }
-    // Bytes handed to the writer so far (end of the data section if every write succeeds).
-    uint64_t bytes_queued() const { return next_offset_ - data_offset_; }
-    // Bytes from data_offset up to the first failed write.
+    // Bytes handed to this writer so far.
+    uint64_t bytes_queued() const { return bytes_queued_; }
+    // Bytes from the data section's start up to the first byte a failed write did not get to disk
+    // (a short write's part that did is included). For the only writer of a file.
     uint64_t bytes_kept() const;
 
-    // Tells the writer that the stream is at a record boundary after `stream_bytes` bytes.
-    void mark_boundary(uint64_t stream_bytes);
-    // The largest marked boundary such that every byte before it is on disk: a data size that
-    // perf can read without meeting a partial record.
-    uint64_t durable_size();
+    // The file offset of the first buffer this writer still owes (queued, not wholly written, or
+    // failed), or UINT64_MAX. Every buffer holds whole records, so below the lowest owed offset of
+    // all writers of a file (and the space reserved so far) the data is on disk and ends at a
+    // record boundary: a data size perf reads without meeting a partial record.
+    uint64_t owed() const;
+    // That data size for the only writer of a file.
+    uint64_t durable_size() const;
 
     // A small write outside the data stream (the file's header): copied, so `p` may go away, and
     // issued through the loop like the data. One at a time: returns false without writing while the
-    // previous one is in flight, after a failure, or if len > kAsideMax.
-    static constexpr size_t kAsideMax = 512;
+    // previous one is in flight, after a failure, or if len > kAsideMax. A whole aligned page goes
+    // through O_DIRECT (inline, and it never takes the inode lock exclusively as a buffered write does).
+    static constexpr size_t kAsideMax = 4096;
     bool write_aside(const void* p, size_t len, uint64_t offset);
-    // The loop slot of aside writes (one past the staging buffers).
+    // The loop slots of aside writes and of preallocations (past the staging buffers).
     uint32_t aside_slot() const { return uint32_t(slots_.size()); }
+    uint32_t prealloc_slot() const { return uint32_t(slots_.size()) + 1; }
     const WriterStats& stats() const { return stats_; }
 
 private:
     struct Slot {
+        uint64_t start = 0;   // file offset of the buffer
         uint64_t offset = 0;  // file offset of the next byte to write
         uint32_t done = 0;    // bytes of this buffer already written
         uint32_t len = 0;     // bytes in this buffer
         uint32_t eagain = 0;
         bool busy = false;
     };
-    static constexpr size_t kBoundaries = 64;
     void queue(const StagingBuffer& b);
-    uint64_t on_disk_end() const;  // file offset below which every byte is on disk
     void issue(uint32_t index);
+    void preallocate(uint64_t end);
 
     Loop& loop_;
     OutputFile& file_;
     StagingPool& pool_;
+    FileSpace& space_;
     std::vector<Slot> slots_;
     uint64_t data_offset_;
-    uint64_t next_offset_;
-    std::vector<uint64_t> boundaries_;
-    size_t first_boundary_ = 0, nboundaries_ = 0;
-    uint64_t durable_ = 0;
-    alignas(64) std::byte aside_buf_[kAsideMax];
+    uint64_t bytes_queued_ = 0;
+    uint64_t failed_start_ = UINT64_MAX;  // start of the first buffer whose write failed
+    std::vector<uint32_t> deferred_;      // slots whose rest waits for an allocation to finish
+    alignas(4096) std::byte aside_buf_[kAsideMax];
     uint32_t aside_len_ = 0;
     bool aside_busy_ = false;
     size_t in_flight_ = 0;

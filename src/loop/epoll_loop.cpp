@@ -2,6 +2,7 @@
 // writes are done at once with pwrite() and their results handed to the handler on the next
 // run_once, exactly as io_uring completions would be, so the writer logic is shared.
 #include <cerrno>
+#include <fcntl.h>
 #include <sstream>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
@@ -58,6 +59,11 @@ public:
         ssize_t n = ::pwrite(files_.at(file), p, len, off_t(offset));
         done_.push_back({slot, n < 0 ? -errno : int(n)});
         ++stats_.writes;
+    }
+
+    void fallocate(uint32_t slot, unsigned file, uint64_t offset, uint64_t len) override {
+        const int rc = ::fallocate(files_.at(file), 0, off_t(offset), off_t(len));
+        done_.push_back({slot, rc == 0 ? 0 : -errno});
     }
 
     void run_once(LoopHandler& h, bool block) override {

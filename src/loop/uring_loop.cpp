@@ -110,6 +110,14 @@ public:
         ++stats_.writes;
     }
 
+    void fallocate(uint32_t slot, unsigned file, uint64_t offset, uint64_t len) override {
+        // Runs in an io-wq worker (fallocate blocks); that is fine, it is not a data write.
+        io_uring_sqe* sqe = ring_.sqe();
+        io_uring_prep_fallocate(sqe, fixed_files_ ? int(file) : files_.at(file), 0, off_t(offset), off_t(len));
+        if (fixed_files_) sqe->flags |= IOSQE_FIXED_FILE;
+        io_uring_sqe_set_data64(sqe, encode(Kind::Write, 0, slot));
+    }
+
     void run_once(LoopHandler& h, bool block) override {
         ++stats_.waits;
         // Completions that sqe() had to set aside are older than the CQ's: do not wait if any.

@@ -69,7 +69,7 @@ void Collector::adopt_ring(size_t i) {
     loop_->watch_ring(uint32_t(i), 0, r.src->owner_fd(), r.src->ring);
 }
 
-void Collector::attach(OutputFile& file, uint64_t data_offset) { writer_.emplace(*loop_, file, *staging_, data_offset); }
+void Collector::attach(OutputFile& file, FileSpace& space) { writer_.emplace(*loop_, file, *staging_, space); }
 
 void Collector::watch_control(Source s, int fd) { loop_->watch_source(s, fd); }
 
@@ -167,10 +167,7 @@ void Collector::flush_idle_staging() {
     writer_->queue_partial();
 }
 
-void Collector::flush_start() {
-    staging_->pad_to_alignment();
-    flush();
-}
+void Collector::flush_start() { flush(); }
 
 void Collector::append(const void* record, size_t size) {
     while (!staging_->append(record, size) && !writer_->failed()) {
@@ -189,7 +186,6 @@ StopCause Collector::run() {
         const bool complete = pass(/*allow_round=*/true);
         if (tick_ && complete) flush_idle_staging();
         tick_ = false;
-        writer_->mark_boundary(staging_->bytes_committed());
         control_.after_pass();
         if (writer_->failed()) return StopCause::WriteError;
         if (live_rings_ == 0) return StopCause::AllHungUp;
@@ -205,8 +201,8 @@ void Collector::drain_rest() {
 }
 
 void Collector::flush() {
+    staging_->pad_to_alignment();  // the last write too goes through O_DIRECT
     writer_->queue_partial();
-    writer_->mark_boundary(staging_->bytes_committed());
     writer_->wait_idle();
 }
 

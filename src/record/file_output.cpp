@@ -33,13 +33,17 @@ std::vector<std::byte> tracing_payload(const std::vector<EventSpec>& specs) {
 
 FileOutput::FileOutput(const std::string& path, bool allow_direct, std::vector<AttrEntry> attrs)
     : file_(OutputFile::create(path, allow_direct)), attrs_(std::move(attrs)), data_offset_(data_offset_for(attrs_)) {
-    const auto head = build_file_head(attrs_, data_offset_, 0, kNoFeatures);
+    write_head(0);
+}
+
+void FileOutput::write_head(uint64_t data_size) {
+    const auto head = build_file_head(attrs_, data_offset_, data_size, kNoFeatures);
     file_.pwrite_all(head.data(), head.size(), 0);
+    first_page_.assign(head.begin(), head.begin() + std::min<size_t>(head.size(), kStagingAlign));
 }
 
 void FileOutput::publish(uint64_t data_size) {
-    const PerfFileHeader h = make_file_header(attrs_, data_offset_, data_size, kNoFeatures);
-    file_.pwrite_all(&h, sizeof h, 0);
+    write_head(data_size);
     file_.publish();
     published_size_ = data_size;
     published_at_ = std::chrono::steady_clock::now();
@@ -68,7 +72,8 @@ void FileOutput::refresh_header(Writer& writer) {
     const auto now = std::chrono::steady_clock::now();
     if (now - published_at_ < kHeaderRefresh) return;
     const PerfFileHeader h = make_file_header(attrs_, data_offset_, durable, kNoFeatures);
-    if (writer.write_aside(&h, sizeof h, 0)) {
+    std::memcpy(first_page_.data(), &h, sizeof h);
+    if (writer.write_aside(first_page_.data(), first_page_.size(), 0)) {
         published_size_ = durable;
         published_at_ = now;
     }
@@ -79,10 +84,7 @@ void FileOutput::add_ids(size_t event_index, const std::vector<uint64_t>& ids) {
     list.insert(list.end(), ids.begin(), ids.end());
     // While they fit before the data, rewrite the attrs now, so a file cut short by a crash knows the
     // new ids too; otherwise finish() puts them after the features.
-    if (ids_fit(attrs_, data_offset_)) {
-        const auto head = build_file_head(attrs_, data_offset_, published_size_, kNoFeatures);
-        file_.pwrite_all(head.data(), head.size(), 0);
-    }
+    if (ids_fit(attrs_, data_offset_)) write_head(published_size_);
 }
 
 std::string FileOutput::finish(uint64_t data_size, const HostInfo& host, const std::vector<EventSpec>& specs,

@@ -65,6 +65,8 @@ void add(RecordSnapshot& s, const CollectorSnapshot& c) {
     s.waits += c.loop.waits;
     s.waits_after_hangup += c.waits_after_hangup;
     s.writes += c.writer.writes;
+    s.preallocations += c.writer.preallocations;
+    s.writes_beyond_allocation += c.writer.beyond_allocation;
     s.bytes_written += c.writer.bytes;
     s.hangups += c.hangups;
     s.rounds += c.rounds;
@@ -99,6 +101,7 @@ private:
     const bool per_task_;
     std::vector<EventSpec> specs_;
     std::unique_ptr<FileOutput> output_;       // before collector_: its writer refers to the file
+    std::unique_ptr<FileSpace> space_;         // likewise
     std::unique_ptr<Collector> collector_;
     std::set<std::string> synthesized_dsos_;  // executable mappings in the /proc synthesis
     SynthesisStats synth_;
@@ -180,7 +183,9 @@ int Session::run(RingSource& source, RecordSummary& sum) {
 
     // 4. Output, under a temporary name until the start of it is on disk.
     output_ = std::make_unique<FileOutput>(opts_.output, opts_.allow_direct, attr_entries(source, attrs));
-    collector_->attach(output_->file(), output_->data_offset());
+    space_ = std::make_unique<FileSpace>(output_->data_offset(), output_->file().inline_writes());
+    space_->allocate_now(output_->file().buffered_fd());
+    collector_->attach(output_->file(), *space_);
     if (opts_.verbose) print_setup(source, plan, ring_pages);
     collector_->watch_control(Source::Signal, signals_.fd());
     if (command_) collector_->watch_control(Source::Child, command_->pidfd());

@@ -37,7 +37,10 @@ void print_summary(const RecordSummary& s, std::ostream& log) {
     if (s.tracking_lost) o << "  tracking event: kernel-lost " << s.tracking_lost << " records\n";
     const double mb = double(s.file_bytes) / 1e6;
     o << "ringcap: wrote " << std::setprecision(3) << mb << " MB to '" << s.path << "' ("
-      << (s.o_direct ? "O_DIRECT" : "buffered") << ", " << s.writes << " writes, " << std::setprecision(1)
+      << (s.o_direct ? "O_DIRECT" : "buffered") << ", " << s.writes << " writes";
+    if (s.preallocations)
+        o << ", preallocated in " << s.preallocations << " steps, " << s.writes_beyond_allocation << " writes beyond";
+    o << ", " << std::setprecision(1)
       << (s.seconds > 0 ? mb / s.seconds : 0.0) << " MB/s), " << s.rounds << " rounds; " << s.backend << ": "
       << s.cqes << " ring wake-ups, " << s.rearms << " re-arms, " << s.waits << " waits\n";
     o << "ringcap: samples=" << s.total.samples << " records=" << s.total.records << " lost=" << s.kernel_lost

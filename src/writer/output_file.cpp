@@ -2,7 +2,9 @@
 
 #include <cerrno>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/file.h>
+#include <sys/vfs.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -114,6 +116,9 @@ void OutputFile::publish() {
     // What is in the file so far (header, the records of what already ran) survives a crash too.
     if (::fdatasync(buffered_.get()) != 0)
         throw Error("cannot write '" + path_ + "' to disk: " + errno_text(errno), 2);
+    // Clean now: drop the pages of what was written through the page cache (the head), so that an
+    // O_DIRECT rewrite of them has nothing to invalidate (under nowait, that would send it to a worker).
+    ::posix_fadvise(buffered_.get(), 0, 0, POSIX_FADV_DONTNEED);
     DirLock dir(path_);
     const std::string old = path_ + ".old";
     // Another ringcap may have published `path` since create(): replacing its file would lose its
@@ -132,6 +137,11 @@ void OutputFile::publish() {
         throw Error("cannot create '" + path_ + "': " + errno_text(err));
     }
     tmp_path_.clear();
+}
+
+bool OutputFile::inline_writes() const {
+    struct statfs fs{};
+    return o_direct() && ::fstatfs(buffered_.get(), &fs) == 0 && fs.f_type != TMPFS_MAGIC;
 }
 
 OutputFile::~OutputFile() {

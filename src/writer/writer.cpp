@@ -2,6 +2,7 @@
 
 #include <cassert>
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <sys/uio.h>
 #include <vector>
@@ -13,10 +14,10 @@ constexpr uint32_t kMaxEagain = 1000;  // consecutive EAGAINs on one write befor
 constexpr unsigned kDirectFile = 0, kBufferedFile = 1;  // indexes in the files given to the loop
 }  // namespace
 
-Writer::Writer(Loop& loop, OutputFile& file, StagingPool& pool, uint64_t data_offset)
-    : loop_(loop), file_(file), pool_(pool), slots_(pool.count()), data_offset_(data_offset),
-      next_offset_(data_offset), boundaries_(kBoundaries, 0) {
-    assert(data_offset % kStagingAlign == 0);
+Writer::Writer(Loop& loop, OutputFile& file, StagingPool& pool, FileSpace& space)
+    : loop_(loop), file_(file), pool_(pool), space_(space), slots_(pool.count()), data_offset_(space.end()) {
+    assert(data_offset_ % kStagingAlign == 0);
+    deferred_.reserve(pool.count());
     const int files[2] = {file.direct_fd(), file.buffered_fd()};
     std::vector<iovec> buffers(pool.count());
     for (uint32_t i = 0; i < pool.count(); ++i) buffers[i] = {pool.buffer(i), pool.buffer_size()};
@@ -24,33 +25,55 @@ Writer::Writer(Loop& loop, OutputFile& file, StagingPool& pool, uint64_t data_of
 }
 
 void Writer::queue_ready() {
+    // While an allocation runs, buffers wait in the ready queue, and the rest of a split or short
+    // write in deferred_ (FileSpace::allocating).
+    if (space_.allocating() && !error_) return;
+    for (uint32_t index : deferred_) issue(index);
+    deferred_.clear();
     while (pool_.has_ready()) queue(pool_.pop_ready());
 }
 
 void Writer::queue_partial() {
     // File offsets follow queue order, and the partial buffer comes after every full one in the
     // stream: queue those first, or the partial buffer would take their place in the file.
-    queue_ready();
+    for (uint32_t index : deferred_) issue(index);
+    deferred_.clear();
+    while (pool_.has_ready()) queue(pool_.pop_ready());
     if (auto b = pool_.take_partial()) queue(*b);
 }
 
 void Writer::queue(const StagingBuffer& b) {
     Slot& s = slots_[b.index];
     assert(!s.busy);
-    s = Slot{next_offset_, 0, uint32_t(b.len), 0, true};
-    next_offset_ += b.len;
+    const uint64_t offset = space_.reserve(b.len);
+    s = Slot{offset, offset, 0, uint32_t(b.len), 0, true};
+    bytes_queued_ += b.len;
     ++in_flight_;
     if (error_) {
         // After an I/O error nothing more goes to disk; the buffer is accounted as not kept.
         on_completion(b.index, -ECANCELED);
         return;
     }
+    if (offset + b.len > space_.allocated_end() && space_.preallocating()) ++stats_.beyond_allocation;
     issue(b.index);
+    // After the write: SQEs are issued in order at submit, so this write was tried inline before the
+    // fallocate starts in its worker; later ones wait for it (queue_ready).
+    preallocate(offset + b.len);
+}
+
+void Writer::preallocate(uint64_t end) {
+    uint64_t offset = 0, len = 0;
+    if (!space_.begin_allocation(end, &offset, &len)) return;
+    loop_.fallocate(prealloc_slot(), kDirectFile, offset, len);
+    ++stats_.preallocations;
 }
 
 void Writer::issue(uint32_t index) {
     Slot& s = slots_[index];
-    const uint32_t len = s.len - s.done;
+    // Up to a preallocated chunk's end at once (FileSpace::split); the completion sends the rest, as
+    // for a short write.
+    const uint32_t len = uint32_t(space_.split(s.offset, s.len - s.done));
+    if (len < s.len - s.done) ++stats_.split_writes;
     // O_DIRECT needs offset and length aligned; the unaligned remainder of a short write and the
     // final partial buffer go through the buffered descriptor instead.
     const bool direct = file_.o_direct() && s.offset % kStagingAlign == 0 && len % kStagingAlign == 0;
@@ -60,6 +83,10 @@ void Writer::issue(uint32_t index) {
 }
 
 void Writer::on_completion(uint32_t index, int res) {
+    if (index == prealloc_slot()) {
+        space_.allocated(res);
+        return;
+    }
     if (index == aside_slot()) {
         aside_busy_ = false;
         if (res != int(aside_len_)) ++stats_.aside_failures;
@@ -83,7 +110,8 @@ void Writer::on_completion(uint32_t index, int res) {
         s.offset += uint32_t(res);
         stats_.bytes += uint32_t(res);
         s.eagain = 0;
-        issue(index);
+        if (space_.allocating()) deferred_.push_back(index);  // resumed by queue_ready()
+        else issue(index);
         return;
     }
     if (res <= 0) {
@@ -92,6 +120,7 @@ void Writer::on_completion(uint32_t index, int res) {
         if (err != ECANCELED && !error_) error_ = err;
         // s.offset has moved past what a short write got through: that part is on disk.
         if (s.offset < first_failed_offset_) first_failed_offset_ = s.offset;
+        if (s.start < failed_start_) failed_start_ = s.start;
     } else {
         stats_.bytes += uint32_t(res);
     }
@@ -100,51 +129,28 @@ void Writer::on_completion(uint32_t index, int res) {
     pool_.release(index);
 }
 
-uint64_t Writer::on_disk_end() const {
-    // The queued writes tile the data range without gaps and complete in any order: everything
-    // below the first byte some write still owes (or the first failure) is on disk. At most
-    // count() writes are in flight, so this scan is short.
-    uint64_t end = std::min(next_offset_, first_failed_offset_);
+uint64_t Writer::owed() const {
+    uint64_t owed = failed_start_;
     for (const Slot& s : slots_)
-        if (s.busy && s.offset < end) end = s.offset;
-    return end;
+        if (s.busy && s.start < owed) owed = s.start;
+    return owed;
 }
+
+uint64_t Writer::durable_size() const { return std::min(space_.end(), owed()) - data_offset_; }
 
 uint64_t Writer::bytes_kept() const {
-    uint64_t end = first_failed_offset_ == UINT64_MAX ? next_offset_ : first_failed_offset_;
+    const uint64_t end = first_failed_offset_ == UINT64_MAX ? space_.end() : first_failed_offset_;
     return end - data_offset_;
-}
-
-void Writer::mark_boundary(uint64_t stream_bytes) {
-    // Record ends are only known to the caller; keep the recent ones. When the list is full the
-    // newest entry is replaced, which only makes the durable size coarser, never wrong.
-    if (nboundaries_ > 0 && boundaries_[(first_boundary_ + nboundaries_ - 1) % kBoundaries] >= stream_bytes) return;
-    if (nboundaries_ == kBoundaries) {
-        boundaries_[(first_boundary_ + nboundaries_ - 1) % kBoundaries] = stream_bytes;
-        return;
-    }
-    boundaries_[(first_boundary_ + nboundaries_) % kBoundaries] = stream_bytes;
-    ++nboundaries_;
-}
-
-uint64_t Writer::durable_size() {
-    // The largest record boundary that lies within the contiguous prefix on disk.
-    const uint64_t on_disk = on_disk_end() - data_offset_;
-    while (nboundaries_ > 0 && boundaries_[first_boundary_] <= on_disk) {
-        durable_ = boundaries_[first_boundary_];
-        first_boundary_ = (first_boundary_ + 1) % kBoundaries;
-        --nboundaries_;
-    }
-    return durable_;
 }
 
 bool Writer::write_aside(const void* p, size_t len, uint64_t offset) {
     // Off the hot path: a few times a second at most (the crash-safe header).
-    if (aside_busy_ || error_ || len > kAsideMax) return false;
+    if (aside_busy_ || error_ || len > kAsideMax || space_.allocating()) return false;
     std::memcpy(aside_buf_, p, len);
     aside_len_ = uint32_t(len);
     aside_busy_ = true;
-    loop_.write(aside_slot(), kBufferedFile, aside_buf_, aside_len_, offset);
+    const bool direct = file_.o_direct() && offset % kStagingAlign == 0 && len % kStagingAlign == 0;
+    loop_.write(aside_slot(), direct ? kDirectFile : kBufferedFile, aside_buf_, aside_len_, offset);
     ++stats_.aside_writes;
     return true;
 }
@@ -157,7 +163,10 @@ void Writer::wait_idle() {
         void on_write(uint32_t slot, int res) override { w.on_completion(slot, res); }
         void on_source(Source) override {}
     } handler(*this);
-    while (in_flight_ > 0 || aside_busy_) loop_.run_once(handler, true);
+    while (in_flight_ > 0 || aside_busy_) {
+        if (!deferred_.empty() && !space_.allocating()) queue_ready();
+        loop_.run_once(handler, true);
+    }
 }
 
 }  // namespace ringcap

@@ -264,3 +264,29 @@ TEST_CASE("kill -9 at any moment: the old file is intact, or the new one reads f
     CHECK(r.status == 0);
     std::remove((f.path + ".ringcap-tmp").c_str());
 }
+
+TEST_CASE("a full ext4 disk, where the output is preallocated: what fit is kept, perf reads it", "[reliability]") {
+    require_kernel();
+    const std::string perf = require_perf();
+    SmallExt4 fs(32);
+    const uint64_t free_at_start = fs.free_bytes();
+    const std::string out = fs.dir + "/perf.data";
+    TempFile log("ext4-full-log");
+    std::vector<std::string> args{"record", "-a", "-F", "10000", "--call-graph", "dwarf", "-o", out};
+    args.insert(args.end(), kBusy.begin(), kBusy.end());
+    const int rc = wait_exit(spawn(args, log.path));
+    const std::string text = read_file(log.path);
+    INFO(text);
+    CHECK(rc == 1);
+    CHECK(text.find("No space left on device (ENOSPC) (the filesystem is full)") != std::string::npos);
+    std::smatch m;
+    REQUIRE(std::regex_search(text, m, std::regex("kept ([0-9]+) bytes of data")));
+    const uint64_t kept = std::stoull(m[1]);
+    INFO("kept " << kept << " of " << free_at_start << " bytes free");
+    CHECK(kept >= free_at_start * 90 / 100);  // ext4 spends some of it on extents and the journal
+    CHECK(header_data_size(out) == kept);
+    const PerfStats stats = perf_report_stats(perf, out);
+    INFO(stats.output);
+    CHECK(stats.ok());
+    CHECK(stats.count("SAMPLE") > 0);
+}

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fcntl.h>
@@ -103,6 +104,35 @@ struct SmallFs {
         struct statvfs v{};
         REQUIRE(statvfs(dir.c_str(), &v) == 0);
         return uint64_t(v.f_bavail) * v.f_frsize;
+    }
+};
+
+// An ext4 filesystem of `mib` MiB in an image file, loop-mounted for the test's lifetime (where
+// ringcap preallocates its output); skips loudly without root or mkfs.ext4.
+struct SmallExt4 {
+    std::string image, dir;
+    explicit SmallExt4(int mib) {
+        char tmpl[] = "/tmp/ringcap-ext4-XXXXXX";
+        REQUIRE(mkdtemp(tmpl));
+        dir = tmpl;
+        image = dir + ".img";
+        const std::string cmd = "truncate -s " + std::to_string(mib) + "M " + image + " && mkfs.ext4 -q -F " + image +
+                                " >/dev/null 2>&1 && mount -o loop " + image + " " + dir + " 2>/dev/null";
+        if (std::system(cmd.c_str()) != 0) {
+            rmdir(dir.c_str());
+            std::remove(image.c_str());
+            skip_test("cannot make and loop-mount an ext4 image (needs root, mkfs.ext4 and loop devices)");
+        }
+    }
+    ~SmallExt4() {
+        umount2(dir.c_str(), MNT_DETACH);
+        rmdir(dir.c_str());
+        std::remove(image.c_str());
+    }
+    uint64_t free_bytes() const {  // what root may use, reserved blocks included
+        struct statvfs v{};
+        REQUIRE(statvfs(dir.c_str(), &v) == 0);
+        return uint64_t(v.f_bfree) * v.f_frsize;
     }
 };
 

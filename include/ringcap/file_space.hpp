@@ -1,0 +1,61 @@
+// The data section's space: file offsets handed out per buffer (an atomic counter, so collectors on
+// several threads can share one file), and preallocation ahead of them.
+//
+// Why preallocate: on ext4 an O_DIRECT write past the end of the file takes the inode lock
+// exclusively; under io_uring's nowait attempt that fails, so every append is punted to an io-wq
+// worker and appends reach the disk one at a time. A write into blocks that are allocated and inside
+// the file size runs inline, as real async I/O. So the file is extended with fallocate (mode 0) in
+// large chunks ahead of the writes; it is cut to its real length at the end.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace ringcap {
+
+class FileSpace {
+public:
+    static constexpr uint64_t kChunk = 64ull << 20;     // fallocate this much at a time
+    static constexpr uint64_t kAhead = 128ull << 20;    // keep this much allocated beyond the writes
+    static constexpr uint64_t kMinChunk = 1ull << 20;   // halving stops here on ENOSPC
+
+    // Data starts at `data_offset`. Without `preallocate` (buffered writes, tmpfs: they never run
+    // inline anyway) nothing is allocated ahead.
+    FileSpace(uint64_t data_offset, bool preallocate);
+
+    // File offset for `len` bytes of data (one buffer).
+    uint64_t reserve(uint64_t len) { return next_.fetch_add(len); }
+    // Where the next reservation starts.
+    uint64_t end() const { return next_.load(); }
+
+    // Whether writes up to `end` want more space allocated, and no allocation is under way. If so,
+    // the caller owns [*offset, *offset + *len): it allocates it and reports with allocated().
+    bool begin_allocation(uint64_t end, uint64_t* offset, uint64_t* len);
+    // The result of that fallocate (0 or -errno). On ENOSPC the next try asks for half (the disk
+    // may still have room for part); below kMinChunk, or on any other error, allocation stops and
+    // writes simply append (and fail where the disk is full).
+    void allocated(int res);
+    uint64_t allocated_end() const { return allocated_end_.load(); }
+    // An allocation is under way: ext4 holds the inode lock exclusively meanwhile, so an O_DIRECT
+    // write issued now would be punted. Writers hold new writes until it is done (staging absorbs it).
+    bool allocating() const { return busy_.load(std::memory_order_acquire); }
+    // How much of a write at `offset` of `len` bytes to issue at once: up to the next chunk boundary.
+    // ext4 runs an O_DIRECT write inline only if one extent maps all of it, and each fallocated chunk
+    // is an extent of its own (64 MiB chunks: unwritten extents hold at most 32767 blocks, so two are
+    // never merged); a write across the boundary would be punted. The rest is a second write.
+    uint64_t split(uint64_t offset, uint64_t len) const;
+    // At setup, before any write: allocates kAhead synchronously on `fd`, so the first writes run
+    // inline too. Later allocations go through the writers' loops.
+    void allocate_now(int fd);
+    bool preallocating() const { return enabled_.load(); }
+
+private:
+    const uint64_t base_;  // where the first chunk starts
+    std::atomic<uint64_t> next_;
+    std::atomic<uint64_t> allocated_end_;
+    std::atomic<uint64_t> chunk_{kChunk};
+    std::atomic<bool> busy_{false};
+    std::atomic<bool> enabled_;
+};
+
+}  // namespace ringcap

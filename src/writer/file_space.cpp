@@ -1,0 +1,44 @@
+#include "ringcap/file_space.hpp"
+
+#include <cerrno>
+#include <fcntl.h>
+
+namespace ringcap {
+
+FileSpace::FileSpace(uint64_t data_offset, bool preallocate)
+    : base_(data_offset), next_(data_offset), allocated_end_(data_offset), enabled_(preallocate) {}
+
+uint64_t FileSpace::split(uint64_t offset, uint64_t len) const {
+    if (!enabled_.load(std::memory_order_relaxed) || chunk_.load(std::memory_order_relaxed) != kChunk) return len;
+    const uint64_t boundary = base_ + ((offset - base_) / kChunk + 1) * kChunk;
+    return offset + len > boundary ? boundary - offset : len;
+}
+
+bool FileSpace::begin_allocation(uint64_t end, uint64_t* offset, uint64_t* len) {
+    if (!enabled_.load(std::memory_order_relaxed)) return false;
+    const uint64_t have = allocated_end_.load();
+    if (end + kAhead <= have) return false;
+    bool idle = false;
+    if (!busy_.compare_exchange_strong(idle, true)) return false;  // another writer is at it
+    *offset = allocated_end_.load();
+    *len = chunk_.load();
+    return true;
+}
+
+void FileSpace::allocate_now(int fd) {
+    uint64_t offset = 0, len = 0;
+    while (begin_allocation(end(), &offset, &len)) allocated(::fallocate(fd, 0, off_t(offset), off_t(len)) == 0 ? 0 : -errno);
+}
+
+void FileSpace::allocated(int res) {
+    if (res == 0) {
+        allocated_end_.fetch_add(chunk_.load());
+    } else if ((res == -ENOSPC || res == -EFBIG || res == -EDQUOT) && chunk_.load() > kMinChunk) {
+        chunk_.store(chunk_.load() / 2);
+    } else {
+        enabled_.store(false);  // EOPNOTSUPP (no fallocate here), or the disk is full: plain appends
+    }
+    busy_.store(false);
+}
+
+}  // namespace ringcap
