@@ -1,7 +1,7 @@
-// A collector drains a set of rings into one output stream: its own Loop (multishot polls, writes),
-// StagingPool, Writer side and counters, and the pass, round, idle-flush and hang-up logic. It shares
-// no mutable state with anything else while it runs, so several can later run on threads of their
-// own; today the record runs one, on the main thread.
+// A collector drains a set of rings into the output file: its own Loop (multishot polls, writes),
+// StagingPool, Writer and counters, and the pass, idle-flush and hang-up logic. It shares no mutable
+// state with anything else while it runs (the file's offsets come from an atomic counter), so several
+// run on threads of their own (collector_thread.hpp); the record session coordinates them.
 #pragma once
 
 #include <cstddef>
@@ -35,17 +35,18 @@ struct CollectorConfig {
 // How run() ended.
 enum class StopCause { Requested, AllHungUp, WriteError };
 
-// The collector's view of the record session.
+// The collector's view of whoever runs it. Everything is called on the collector's thread.
 class CollectorControl {
 public:
     virtual ~CollectorControl() = default;
-    // A control source watched on the collector's loop fired (Signal, Child, Timer).
+    // A control source watched on the collector's loop fired (Wake).
     virtual void on_control(Source s) = 0;
-    // Checked before every pass of run(); true ends it.
+    // Checked before every loop wait of run(); true ends it.
     virtual bool stop_requested() const = 0;
-    // After every pass of run(), on the collector's thread (the crash-safe header, the deadline).
-    virtual void after_pass() = 0;
-    // The housekeeping tick (every tick_seconds), on the collector's thread.
+    // Around every pass of run(): `complete` says whether it emptied every ring.
+    virtual void before_pass() {}
+    virtual void after_pass(bool /*complete*/) {}
+    // The housekeeping tick (every tick_seconds).
     virtual void on_tick() {}
 };
 
@@ -67,7 +68,6 @@ struct CollectorSnapshot {
     std::vector<EventCounters> events;  // by event index
     LoopStats loop;
     WriterStats writer;
-    uint64_t rounds = 0;              // FINISHED_ROUND records written
     uint64_t hangups = 0;             // fds retired after POLLHUP/POLLERR
     uint64_t waits_after_hangup = 0;  // loop waits once every ring had hung up (bounded: no spin)
     uint64_t ring_bytes = 0;          // ring memory mapped
@@ -97,18 +97,14 @@ public:
     // Arms one poll per ring (all mapped: seed 000) and the tick, and submits them.
     void arm();
 
-    // Appends one whole record (synthesized records, LOST_SAMPLES) to the stream, waiting for
-    // writes to complete when staging is full. Nothing is appended once a write has failed.
-    void append(const void* record, size_t size);
     // Drains the rings until control asks to stop, every ring has hung up, or a write fails.
     StopCause run();
     // Once the source has stopped: passes until every ring is empty (or a write failed).
     void drain_rest();
-    // Sends everything staged to the file, padded to a 4 KiB boundary (so the data after it stays
-    // O_DIRECT-aligned), and waits for every write.
+    // Sends everything staged to the file, padded to a 4 KiB boundary (so the file's writers stay
+    // O_DIRECT-aligned); flush() also waits for every write.
+    void flush_partial();
     void flush();
-    // The same, for the records written before the events start.
-    void flush_start();
 
     // CPU hotplug: drains ring `i` to its last record and stops watching it, before the source
     // replaces it (RingSource::reopen); then adopt_ring() takes the new one. Counts carry over.
@@ -141,9 +137,7 @@ private:
 
     void init_ring(size_t i);
 
-    bool pass(bool allow_round);
-    bool round_due() const;
-    void mark_round();
+    bool pass();
     void flush_idle_staging();
 
     CollectorControl& control_;
@@ -162,9 +156,7 @@ private:
     size_t live_rings_ = 0;
     bool tick_ = false;
     bool stopping_ = false;
-    uint64_t rounds_ = 0, hangups_ = 0, waits_at_all_hung_up_ = 0;
-    uint64_t unrounded_bytes_ = 0;  // drained since the last FINISHED_ROUND
-    int64_t last_round_ns_ = 0;     // steady clock
+    uint64_t hangups_ = 0, waits_at_all_hung_up_ = 0;
 };
 
 }  // namespace ringcap

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <set>
 #include <cstdint>
 #include <string>
@@ -31,10 +32,15 @@ public:
     // after kill -9. Throws Error (exit status 2) if another ringcap published the path meanwhile.
     void publish(uint64_t data_size);
 
-    // Keeps the on-disk header's data size at the writer's durable size (the last record boundary
-    // wholly on disk), so perf reads a file cut short by SIGKILL up to there. Through the writer's
-    // loop, a few times a second at most.
-    void refresh_header(Writer& writer);
+    // Keeps the on-disk header's data size at `durable` (a record boundary below which every byte
+    // is on disk), so perf reads a file cut short by SIGKILL up to there: rewrites the first page,
+    // with O_DIRECT where the file has it (inline, and it never takes the inode lock exclusively as a
+    // buffered write does). At most every 250 ms.
+    void refresh_header(uint64_t durable);
+    // Writes `len` bytes at `offset` (the session's own blocks: the records of what already runs,
+    // round markers, LOST_SAMPLES), with O_DIRECT when `p`, `len` and `offset` are 4 KiB-aligned.
+    // Returns 0 or the errno.
+    int write_block(uint64_t offset, const void* p, size_t len);
 
     // Ids of events opened during the record (a CPU that came back online), for event `event_index`.
     void add_ids(size_t event_index, const std::vector<uint64_t>& ids);
@@ -58,9 +64,12 @@ private:
     OutputFile file_;
     std::vector<AttrEntry> attrs_;
     uint64_t data_offset_ = 0;
-    // The file's first page as it is on disk (header, attrs...): a refresh rewrites it whole, with
-    // O_DIRECT, patching only the data size.
-    std::vector<std::byte> first_page_;
+    // The file's first page as it is on disk (header, attrs...): a refresh rewrites it whole,
+    // patching only the data size.
+    struct alignas(4096) Page {
+        std::byte bytes[4096];
+    };
+    std::unique_ptr<Page> first_page_ = std::make_unique<Page>();
     uint64_t published_size_ = 0;
     std::chrono::steady_clock::time_point published_at_{};
 };

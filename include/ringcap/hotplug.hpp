@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <vector>
 
@@ -20,11 +21,13 @@ public:
     HotplugWatch() = default;
     explicit HotplugWatch(size_t rings) : cpus_(rings) {}
 
-    // Compares the online CPUs (/sys/devices/system/cpu/online: 3 syscalls, so on the tick) with
-    // the rings' and acts on changes, saying so in one line each. Not from inside a loop callback.
-    void check(RingSource& source, Collector& collector, FileOutput& output, std::ostream& log);
-    // The per-ring hotplug counts of a snapshot.
-    void annotate(CollectorSnapshot& c) const;
+    // Compares the online CPUs (/sys/devices/system/cpu/online: 3 syscalls, so on a tick) with the
+    // rings' and acts on changes, saying so in one line each. `replace(i)` drains ring i, has the
+    // source reopen it and the collector adopt the new one (on the collector's thread); it returns
+    // false if the source cannot, and throws Error if the kernel refuses.
+    void check(RingSource& source, FileOutput& output, std::ostream& log, const std::function<bool(size_t)>& replace);
+    // The per-ring hotplug counts of a collector's snapshot; its rings start at `first_ring`.
+    void annotate(CollectorSnapshot& c, size_t first_ring) const;
 
 private:
     struct CpuState {

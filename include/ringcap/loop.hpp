@@ -15,8 +15,8 @@
 
 namespace ringcap {
 
-// Stop sources the loop watches besides the rings.
-enum class Source : uint8_t { Signal = 0, Child = 1, Timer = 2, Tick = 3 };
+// Sources the loop watches besides the rings: stop sources, its tick, and a wake-up from another thread.
+enum class Source : uint8_t { Signal = 0, Child = 1, Timer = 2, Tick = 3, Wake = 4 };
 
 class LoopHandler {
 public:

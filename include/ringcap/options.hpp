@@ -35,6 +35,7 @@ struct RecordOptions {
     bool build_ids = true;                  // --no-buildid: skip the BUILD_ID feature
     int realtime_priority = 0;              // -r: SCHED_FIFO priority for the collector (0 = normal)
     Backend backend = Backend::Auto;        // --backend uring|epoll (auto: io_uring, else epoll)
+    std::string threads;                    // --threads[=N|cpu|core|package|numa]: collectors ("" = one)
 
     // Internal knobs (tests and bench): staging geometry, CQ size, O_DIRECT.
     size_t staging_buffer_bytes = 1u << 20;

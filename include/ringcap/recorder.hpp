@@ -51,12 +51,20 @@ struct RecordSnapshot {
     uint64_t staging_bytes = 0;
 };
 
+// One collector thread.
+struct CollectorSummary {
+    size_t rings = 0;
+    double cpu_seconds = 0;  // of its thread
+    uint64_t bytes = 0;      // data it wrote
+};
+
 struct RecordSummary : RecordSnapshot {
     std::string path;
     std::string backend;  // "io_uring" or "epoll"
     std::string stop_reason;
     uint64_t file_bytes = 0;  // data section bytes in the file
     bool o_direct = false;
+    std::vector<CollectorSummary> collectors;
     std::string command_status;  // what became of the recorded command ("exited with status 3")
     int exit_code = 0;           // the record's, or else the command's (as perf record)
 };

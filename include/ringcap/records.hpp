@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <linux/perf_event.h>
+#include <vector>
 
 namespace ringcap {
 
@@ -78,6 +79,9 @@ struct LostSamplesRecord {
 };
 static_assert(sizeof(LostSamplesRecord) == 48);
 LostSamplesRecord make_lost_samples(uint64_t id, int cpu, uint64_t lost);
+
+// Appends `n` bytes (a multiple of 8) of padding records to `out`.
+void append_padding(std::vector<std::byte>& out, size_t n);
 
 inline perf_event_header finished_round_record() {
     return perf_event_header{kRecordFinishedRound, 0, sizeof(perf_event_header)};

@@ -3,6 +3,7 @@
 // pool only after its write completed in full.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -24,8 +25,6 @@ struct WriterStats {
     uint64_t split_writes = 0;   // writes cut at a preallocated chunk's end
     uint64_t retries = 0;        // EAGAIN/EINTR resubmissions
     uint64_t direct_writes = 0;
-    uint64_t aside_writes = 0;    // write_aside() calls issued (the header refreshes)
-    uint64_t aside_failures = 0;
     uint64_t preallocations = 0;  // fallocate calls issued ahead of the writes
     uint64_t beyond_allocation = 0;  // writes that went past the allocated part (appends: punted)
 };
@@ -70,16 +69,14 @@ public:
     uint64_t owed() const;
     // That data size for the only writer of a file.
     uint64_t durable_size() const;
+    // For another thread (the record session), with the file's other writers: owed() as published
+    // before each reservation (so whoever sees a reservation sees the debt) and after each
+    // completion, and the end of what was kept up to this writer's first failure.
+    uint64_t published_owed() const { return published_owed_.load(); }
+    uint64_t published_kept_end() const { return published_kept_end_.load(); }
 
-    // A small write outside the data stream (the file's header): copied, so `p` may go away, and
-    // issued through the loop like the data. One at a time: returns false without writing while the
-    // previous one is in flight, after a failure, or if len > kAsideMax. A whole aligned page goes
-    // through O_DIRECT (inline, and it never takes the inode lock exclusively as a buffered write does).
-    static constexpr size_t kAsideMax = 4096;
-    bool write_aside(const void* p, size_t len, uint64_t offset);
-    // The loop slots of aside writes and of preallocations (past the staging buffers).
-    uint32_t aside_slot() const { return uint32_t(slots_.size()); }
-    uint32_t prealloc_slot() const { return uint32_t(slots_.size()) + 1; }
+    // The loop slot of preallocations (past the staging buffers).
+    uint32_t prealloc_slot() const { return uint32_t(slots_.size()); }
     const WriterStats& stats() const { return stats_; }
 
 private:
@@ -104,9 +101,8 @@ private:
     uint64_t bytes_queued_ = 0;
     uint64_t failed_start_ = UINT64_MAX;  // start of the first buffer whose write failed
     std::vector<uint32_t> deferred_;      // slots whose rest waits for an allocation to finish
-    alignas(4096) std::byte aside_buf_[kAsideMax];
-    uint32_t aside_len_ = 0;
-    bool aside_busy_ = false;
+    alignas(64) std::atomic<uint64_t> published_owed_{UINT64_MAX};
+    std::atomic<uint64_t> published_kept_end_{UINT64_MAX};
     size_t in_flight_ = 0;
     int error_ = 0;
     uint64_t first_failed_offset_ = UINT64_MAX;

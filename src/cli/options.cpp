@@ -1,4 +1,5 @@
 #include "ringcap/options.hpp"
+#include "ringcap/collector_thread.hpp"
 #include "ringcap/staging.hpp"
 
 #include <cerrno>
@@ -27,6 +28,8 @@ const char* const kRecordUsage =
     "      --wakeup-watermark B wake the collector every B bytes (default: a quarter of the ring)\n"
     "  -r, --realtime PRIO      run the collector with SCHED_FIFO priority PRIO (as perf record -r)\n"
     "      --backend uring|epoll  event loop (default: io_uring, epoll if io_uring is unavailable)\n"
+    "      --threads[=SPEC]     collector threads: a number, or one per cpu (the default of --threads\n"
+    "                           alone), core, package or numa node; default one (see README)\n"
     "      --no-direct          buffered writes instead of O_DIRECT (more CPU, no disk I/O while\n"
     "                           recording until the page cache writes back; see README, Performance)\n"
     "  -B, --no-buildid         leave out the BUILD_ID feature (the build-ids of the kernel and of the\n"
@@ -127,6 +130,11 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
             uint64_t n = parse_u64(a, value());
             if (n < 1 || n > 99) bad("-r needs a SCHED_FIFO priority between 1 and 99");
             o.realtime_priority = int(n);
+        } else if (a == "--threads") {
+            // perf's flag: --threads alone is one collector per CPU.
+            o.threads = has_inline ? inline_val : "cpu";
+            if (!valid_threads_spec(o.threads))
+                bad("--threads takes a number of collectors, or cpu, core, package or numa; got '" + o.threads + "'");
         } else if (a == "--backend") {
             std::string v = value();
             if (v == "uring" || v == "io_uring") o.backend = Backend::Uring;

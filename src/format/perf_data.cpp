@@ -1,5 +1,6 @@
 #include "ringcap/perf_data.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <sys/utsname.h>
@@ -160,6 +161,17 @@ FeatureBlock build_features(const std::vector<AttrEntry>& attrs, const HostInfo&
     for (auto& [bit, o] : feats) out.raw(o.buf.data(), o.size());
     fb.bytes = std::move(out.buf);
     return fb;
+}
+
+void append_padding(std::vector<std::byte>& out, size_t n) {
+    while (n > 0) {
+        const size_t k = std::min(n, kMaxRecordBytes);
+        const perf_event_header h{kRecordPadding, 0, uint16_t(k)};
+        const size_t at = out.size();
+        out.resize(at + k, std::byte{0});
+        std::memcpy(out.data() + at, &h, sizeof h);
+        n -= k;
+    }
 }
 
 LostSamplesRecord make_lost_samples(uint64_t id, int cpu, uint64_t lost) {

@@ -139,7 +139,7 @@ private:
 
     static Uring::Params params(const LoopConfig& cfg) {
         Uring::Params p;
-        const unsigned sources = 4;
+        const unsigned sources = 5;
         const unsigned need = cfg.rings + cfg.writes_in_flight + sources;
         // Each armed poll and each write can have a CQE outstanding; 2x headroom, because an
         // overflowing CQ ends multishot polls (they are re-armed, but that costs a round trip).

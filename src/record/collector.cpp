@@ -1,6 +1,5 @@
 #include "ringcap/collector.hpp"
 
-#include <chrono>
 #include <cstring>
 #include <ostream>
 #include <poll.h>
@@ -10,17 +9,6 @@
 
 namespace ringcap {
 
-namespace {
-
-// Minimum spacing of FINISHED_ROUND markers (see Collector::round_due).
-constexpr int64_t kMinRoundNs = 100'000'000;
-
-int64_t now_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-
-}  // namespace
 
 Collector::Collector(const CollectorConfig& cfg, std::span<const SourceRing> rings, CollectorControl& control,
                      std::ostream& log)
@@ -116,46 +104,23 @@ void Collector::on_source(Source s) {
     }
 }
 
-bool Collector::pass(bool allow_round) {
-    // One drain of every ring. Only a pass that emptied every ring may end with FINISHED_ROUND: perf
-    // report sorts by time up to the previous round, which is only safe if no ring held older data.
-    // The pass starts at the ring where staging last ran out, so when the output cannot keep up the
-    // rings take turns instead of the first ones always going first and the last ones starving.
+bool Collector::pass() {
+    // One drain of every ring. It starts at the ring where staging last ran out, so when the output
+    // cannot keep up the rings take turns instead of the first ones always going first and the last
+    // ones starving.
     bool complete = true;
-    uint64_t bytes = 0;
     size_t cut = start_;
     const size_t n = rings_.size();
     for (size_t k = 0, i = start_; k < n; ++k, i = i + 1 == n ? 0 : i + 1) {
         RingState& r = rings_[i];
         if (r.final_drained || r.released) continue;
         const DrainResult d = r.reader.drain(*staging_);
-        bytes += d.bytes;
         if (!d.complete && complete) cut = i;
         complete &= d.complete;
         if (r.retired && d.complete) r.final_drained = true;
     }
     start_ = cut;
-    unrounded_bytes_ += bytes;
-    if (allow_round && complete && unrounded_bytes_ > 0 && round_due()) {
-        const perf_event_header fr = finished_round_record();
-        if (staging_->append(&fr, sizeof fr)) mark_round();
-        else complete = false;
-    }
     return complete;
-}
-
-bool Collector::round_due() const {
-    // perf report flushes, at each FINISHED_ROUND, everything older than the newest event of the
-    // previous round. Passes that follow each other within microseconds would make that boundary
-    // finer than cross-CPU clock skew and record commit delays, and a late record would then be
-    // "out of order". Rounds at least 100 ms apart keep a wide margin and bound perf's memory.
-    return now_ns() - last_round_ns_ >= kMinRoundNs;
-}
-
-void Collector::mark_round() {
-    ++rounds_;
-    unrounded_bytes_ = 0;
-    last_round_ns_ = now_ns();
 }
 
 void Collector::flush_idle_staging() {
@@ -167,15 +132,6 @@ void Collector::flush_idle_staging() {
     writer_->queue_partial();
 }
 
-void Collector::flush_start() { flush(); }
-
-void Collector::append(const void* record, size_t size) {
-    while (!staging_->append(record, size) && !writer_->failed()) {
-        writer_->queue_ready();
-        loop_->run_once(*this, true);
-    }
-}
-
 StopCause Collector::run() {
     // Each iteration is one io_uring_enter that submits the queued writes and waits; then one pass
     // drains every ring.
@@ -183,10 +139,11 @@ StopCause Collector::run() {
         if (control_.stop_requested()) return StopCause::Requested;
         writer_->queue_ready();
         loop_->run_once(*this, true);
-        const bool complete = pass(/*allow_round=*/true);
+        control_.before_pass();
+        const bool complete = pass();
         if (tick_ && complete) flush_idle_staging();
         tick_ = false;
-        control_.after_pass();
+        control_.after_pass(complete);
         if (writer_->failed()) return StopCause::WriteError;
         if (live_rings_ == 0) return StopCause::AllHungUp;
     }
@@ -194,15 +151,19 @@ StopCause Collector::run() {
 
 void Collector::drain_rest() {
     stopping_ = true;  // hung-up fds are no longer replaced by the ring's next event
-    while (!pass(true) && !writer_->failed()) {
+    while (!pass() && !writer_->failed()) {
         writer_->queue_ready();
         loop_->run_once(*this, true);
     }
 }
 
-void Collector::flush() {
-    staging_->pad_to_alignment();  // the last write too goes through O_DIRECT
+void Collector::flush_partial() {
+    staging_->pad_to_alignment();
     writer_->queue_partial();
+}
+
+void Collector::flush() {
+    flush_partial();
     writer_->wait_idle();
 }
 
@@ -222,7 +183,6 @@ CollectorSnapshot Collector::snapshot() const {
     s.events = events_;
     s.loop = loop_->stats();
     if (writer_) s.writer = writer_->stats();
-    s.rounds = rounds_;
     s.hangups = hangups_;
     if (live_rings_ == 0) s.waits_after_hangup = s.loop.waits - waits_at_all_hung_up_;
     s.staging_bytes = staging_->buffer_size() * staging_->count();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <cerrno>
 #include <cstring>
 #include <unistd.h>
 
@@ -39,7 +40,7 @@ FileOutput::FileOutput(const std::string& path, bool allow_direct, std::vector<A
 void FileOutput::write_head(uint64_t data_size) {
     const auto head = build_file_head(attrs_, data_offset_, data_size, kNoFeatures);
     file_.pwrite_all(head.data(), head.size(), 0);
-    first_page_.assign(head.begin(), head.begin() + std::min<size_t>(head.size(), kStagingAlign));
+    std::memcpy(first_page_->bytes, head.data(), std::min<size_t>(head.size(), sizeof first_page_->bytes));
 }
 
 void FileOutput::publish(uint64_t data_size) {
@@ -66,17 +67,33 @@ uint64_t FileOutput::last_record_end(uint64_t from, uint64_t to) const {
     return pos;
 }
 
-void FileOutput::refresh_header(Writer& writer) {
-    const uint64_t durable = writer.durable_size();
+void FileOutput::refresh_header(uint64_t durable) {
     if (durable == published_size_) return;
     const auto now = std::chrono::steady_clock::now();
     if (now - published_at_ < kHeaderRefresh) return;
     const PerfFileHeader h = make_file_header(attrs_, data_offset_, durable, kNoFeatures);
-    std::memcpy(first_page_.data(), &h, sizeof h);
-    if (writer.write_aside(first_page_.data(), first_page_.size(), 0)) {
-        published_size_ = durable;
-        published_at_ = now;
+    std::memcpy(first_page_->bytes, &h, sizeof h);
+    const size_t len = std::min<size_t>(data_offset_, sizeof first_page_->bytes);
+    if (write_block(0, first_page_->bytes, len) != 0) return;  // the final header is written at the end
+    published_size_ = durable;
+    published_at_ = now;
+}
+
+int FileOutput::write_block(uint64_t offset, const void* p, size_t len) {
+    const bool direct = file_.o_direct() && offset % kStagingAlign == 0 && len % kStagingAlign == 0 &&
+                        reinterpret_cast<uintptr_t>(p) % kStagingAlign == 0;
+    const char* b = static_cast<const char*>(p);
+    while (len > 0) {
+        const ssize_t n = ::pwrite(direct ? file_.direct_fd() : file_.buffered_fd(), b, len, off_t(offset));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return errno;
+        if (n == 0) return ENOSPC;
+        if (direct && n % kStagingAlign != 0) return write_block(offset + uint64_t(n), b + n, len - size_t(n));
+        b += n;
+        len -= size_t(n);
+        offset += uint64_t(n);
     }
+    return 0;
 }
 
 void FileOutput::add_ids(size_t event_index, const std::vector<uint64_t>& ids) {

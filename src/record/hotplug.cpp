@@ -5,7 +5,8 @@
 
 namespace ringcap {
 
-void HotplugWatch::check(RingSource& source, Collector& collector, FileOutput& output, std::ostream& log) {
+void HotplugWatch::check(RingSource& source, FileOutput& output, std::ostream& log,
+                         const std::function<bool(size_t)>& replace) {
     const std::vector<int> online = online_cpus();
     auto rings = source.rings();
     for (size_t i = 0; i < rings.size(); ++i) {
@@ -19,9 +20,8 @@ void HotplugWatch::check(RingSource& source, Collector& collector, FileOutput& o
             log << "ringcap: cpu " << cpu << " went offline: nothing is recorded on it until it is back\n";
             continue;
         }
-        collector.release_ring(i);
         try {
-            if (!source.reopen(i)) {
+            if (!replace(i)) {
                 log << "ringcap: cpu " << cpu << " is back online, but per-task events cannot be opened again "
                         "(they would not follow the tasks' children): nothing more is recorded on it\n";
                 continue;
@@ -32,17 +32,17 @@ void HotplugWatch::check(RingSource& source, Collector& collector, FileOutput& o
             continue;
         }
         for (const auto& ev : rings[i].events) output.add_ids(ev.event_index, {ev.id});
-        collector.adopt_ring(i);
         ++st.reopened;
         log << "ringcap: cpu " << cpu << " is back online: its events are open again\n";
     }
 }
 
-void HotplugWatch::annotate(CollectorSnapshot& c) const {
-    for (size_t i = 0; i < c.rings.size() && i < cpus_.size(); ++i) {
-        c.rings[i].went_offline = cpus_[i].went_offline;
-        c.rings[i].reopened = cpus_[i].reopened;
-        c.rings[i].offline = !cpus_[i].online;
+void HotplugWatch::annotate(CollectorSnapshot& c, size_t first_ring) const {
+    for (size_t i = 0; i < c.rings.size() && first_ring + i < cpus_.size(); ++i) {
+        const CpuState& st = cpus_[first_ring + i];
+        c.rings[i].went_offline = st.went_offline;
+        c.rings[i].reopened = st.reopened;
+        c.rings[i].offline = !st.online;
     }
 }
 

@@ -35,6 +35,12 @@ void print_summary(const RecordSummary& s, std::ostream& log) {
     for (const auto& e : s.events)
         o << "  event " << e.name << ": samples " << e.samples << ", kernel-lost " << e.kernel_lost() << "\n";
     if (s.tracking_lost) o << "  tracking event: kernel-lost " << s.tracking_lost << " records\n";
+    if (s.collectors.size() > 1) {
+        o << "  collector  rings    cpu_s      bytes\n";
+        for (size_t i = 0; i < s.collectors.size(); ++i)
+            o << "  " << std::setw(9) << i << std::setw(7) << s.collectors[i].rings << std::setw(9) << std::fixed
+              << std::setprecision(3) << s.collectors[i].cpu_seconds << std::setw(11) << s.collectors[i].bytes << "\n";
+    }
     const double mb = double(s.file_bytes) / 1e6;
     o << "ringcap: wrote " << std::setprecision(3) << mb << " MB to '" << s.path << "' ("
       << (s.o_direct ? "O_DIRECT" : "buffered") << ", " << s.writes << " writes";

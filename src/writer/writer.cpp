@@ -45,6 +45,8 @@ void Writer::queue_partial() {
 void Writer::queue(const StagingBuffer& b) {
     Slot& s = slots_[b.index];
     assert(!s.busy);
+    // Published before the reservation (seq_cst): a reader that sees the reservation sees this debt.
+    published_owed_.store(std::min(owed(), space_.end()));
     const uint64_t offset = space_.reserve(b.len);
     s = Slot{offset, offset, 0, uint32_t(b.len), 0, true};
     bytes_queued_ += b.len;
@@ -87,11 +89,6 @@ void Writer::on_completion(uint32_t index, int res) {
         space_.allocated(res);
         return;
     }
-    if (index == aside_slot()) {
-        aside_busy_ = false;
-        if (res != int(aside_len_)) ++stats_.aside_failures;
-        return;
-    }
     Slot& s = slots_[index];
     assert(s.busy);
     if (fault_ && res != -ECANCELED) res = fault_(s.offset, s.len - s.done, res);
@@ -121,12 +118,14 @@ void Writer::on_completion(uint32_t index, int res) {
         // s.offset has moved past what a short write got through: that part is on disk.
         if (s.offset < first_failed_offset_) first_failed_offset_ = s.offset;
         if (s.start < failed_start_) failed_start_ = s.start;
+        published_kept_end_.store(first_failed_offset_);
     } else {
         stats_.bytes += uint32_t(res);
     }
     s.busy = false;
     --in_flight_;
     pool_.release(index);
+    published_owed_.store(owed());
 }
 
 uint64_t Writer::owed() const {
@@ -143,18 +142,6 @@ uint64_t Writer::bytes_kept() const {
     return end - data_offset_;
 }
 
-bool Writer::write_aside(const void* p, size_t len, uint64_t offset) {
-    // Off the hot path: a few times a second at most (the crash-safe header).
-    if (aside_busy_ || error_ || len > kAsideMax || space_.allocating()) return false;
-    std::memcpy(aside_buf_, p, len);
-    aside_len_ = uint32_t(len);
-    aside_busy_ = true;
-    const bool direct = file_.o_direct() && offset % kStagingAlign == 0 && len % kStagingAlign == 0;
-    loop_.write(aside_slot(), direct ? kDirectFile : kBufferedFile, aside_buf_, aside_len_, offset);
-    ++stats_.aside_writes;
-    return true;
-}
-
 void Writer::wait_idle() {
     struct OnlyWrites final : LoopHandler {
         Writer& w;
@@ -163,7 +150,7 @@ void Writer::wait_idle() {
         void on_write(uint32_t slot, int res) override { w.on_completion(slot, res); }
         void on_source(Source) override {}
     } handler(*this);
-    while (in_flight_ > 0 || aside_busy_) {
+    while (in_flight_ > 0) {
         if (!deferred_.empty() && !space_.allocating()) queue_ready();
         loop_.run_once(handler, true);
     }

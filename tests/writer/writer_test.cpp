@@ -505,50 +505,6 @@ TEST_CASE("Writer's durable size is the end of the buffers wholly on disk", "[wr
     }
 }
 
-TEST_CASE("Writer writes aside (the header) at its offset, one at a time", "[writer]") {
-    const Backend be = GENERATE(Backend::Epoll, Backend::Uring);
-    INFO("backend " << backend_name(be));
-    Rig r(be, kBuf, 8);
-    uint8_t h1[104], h2[104];
-    for (size_t i = 0; i < sizeof h1; ++i) {
-        h1[i] = uint8_t(0xA0 + i);
-        h2[i] = uint8_t(0x10 + i);
-    }
-    REQUIRE(r.fill(2 * kBuf) == 2 * kBuf);
-    r.writer.queue_ready();
-
-    uint8_t big[Writer::kAsideMax + 1] = {};
-    CHECK_FALSE(r.writer.write_aside(big, sizeof big, 0));  // small writes only
-    CHECK(r.writer.write_aside(h1, sizeof h1, 0));
-    CHECK_FALSE(r.writer.write_aside(h2, sizeof h2, 0));  // the first is still in flight
-    r.writer.wait_idle();  // also waits for the aside write
-    CHECK(r.writer.stats().aside_writes == 1);
-    CHECK(r.writer.stats().aside_failures == 0);
-    CHECK(r.writer.stats().writes == 2);  // aside writes are counted apart
-
-    auto read_head = [&] {
-        UniqueFd fd(::open(r.tmp.path.c_str(), O_RDONLY | O_CLOEXEC));
-        REQUIRE(fd);
-        std::vector<uint8_t> b(sizeof h1);
-        REQUIRE(::pread(fd.get(), b.data(), b.size(), 0) == ssize_t(b.size()));
-        return b;
-    };
-    CHECK(read_head() == std::vector<uint8_t>(h1, h1 + sizeof h1));
-    CHECK(r.writer.write_aside(h2, sizeof h2, 0));  // not busy any more: a refresh
-    r.writer.wait_idle();
-    CHECK(read_head() == std::vector<uint8_t>(h2, h2 + sizeof h2));
-    CHECK(first_mismatch(r.tmp.path, kDataOffset, 2 * kBuf, sizeof h2) == -1);  // data and the gap intact
-
-    // After a write error the header is left alone (the final one is written at stop).
-    r.writer.set_fault([](uint64_t, uint32_t, int) { return -EIO; });
-    REQUIRE(r.fill(kBuf) == kBuf);
-    r.writer.queue_ready();
-    r.writer.wait_idle();
-    REQUIRE(r.writer.failed());
-    CHECK_FALSE(r.writer.write_aside(h1, sizeof h1, 0));
-    CHECK(r.writer.stats().aside_writes == 2);
-}
-
 TEST_CASE("OutputFile appears at its path only when published", "[writer]") {
     TempPath t;
     {

@@ -1,0 +1,137 @@
+// A collector on a thread of its own, and the protocol the record session drives it with:
+//   ready (loop built and armed on the thread) -> running -> stopped (on request, or on its own when
+//   every ring hung up or a write failed) -> drained (after the source stopped: the rings emptied,
+//   staging flushed, every write done).
+// The io_uring is created on the collector's thread, which is the only one that submits to it
+// (SINGLE_ISSUER|DEFER_TASKRUN). Between threads there are only atomics the collector writes once per
+// pass or per buffer (round acknowledgements, what its writer owes) and a wake-up eventfd; commands
+// (a ring to replace after CPU hotplug) wait for the end of a pass.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ringcap/collector.hpp"
+
+namespace ringcap {
+
+class CollectorThread final : private CollectorControl {
+public:
+    struct Setup {
+        CollectorConfig config;
+        std::span<const SourceRing> rings;  // its share of the source's rings (consecutive)
+        size_t first_ring = 0;              // the index of rings[0] in the source's rings
+        std::vector<int> cpus;              // runs on these CPUs (its rings'); empty: anywhere
+        OutputFile* file = nullptr;
+        FileSpace* space = nullptr;
+        std::ostream* log = nullptr;
+        int done_fd = -1;  // an eventfd the session waits on: written when run() ends on its own
+    };
+
+    // Starts the thread and waits until its collector is built and armed. Rethrows what building it
+    // threw (io_uring refused with --backend uring, ...).
+    explicit CollectorThread(Setup setup);
+    ~CollectorThread();  // stops and joins
+    CollectorThread(const CollectorThread&) = delete;
+    CollectorThread& operator=(const CollectorThread&) = delete;
+
+    void start();         // running
+    void request_stop();  // it leaves run() at its next wake-up, which this causes
+    // After the source stopped: empties the rings, flushes, waits for every write; returns when done.
+    void drain();
+
+    // Round k: the collector acknowledges it after a complete pass that began after the request,
+    // with everything that pass drained queued for writing (at offsets reserved before the ack).
+    void request_round(uint64_t k);
+    uint64_t round_done() const { return round_done_.load(std::memory_order_acquire); }
+
+    // Ran on the collector's thread at the end of a pass (it is woken for it); returns when done.
+    void execute(std::function<void(Collector&)> command);
+
+    bool ended() const { return ended_.load(std::memory_order_acquire); }  // run() returned on its own
+    StopCause cause() const { return cause_; }                              // once ended() or drained
+    // What its writer owes and kept (Writer::published_*), and whether a write failed.
+    uint64_t owed() const;
+    uint64_t kept_end() const;
+    int write_error() const;
+    const std::string& fallback_reason() const { return fallback_reason_; }
+    const std::string& backend() const { return backend_; }
+    const std::string& describe() const { return describe_; }
+    size_t first_ring() const { return setup_.first_ring; }
+    size_t rings() const { return setup_.rings.size(); }
+
+    // Counters, as published on every tick; exact once drained.
+    CollectorSnapshot snapshot() const;
+    double cpu_seconds() const;  // of the thread; exact once drained
+    const std::set<std::string>& dsos() const { return dsos_; }  // once drained
+
+private:
+    enum class Phase { Starting, Ready, Running, Stopped, Draining, Drained, Failed };
+
+    void body();
+    void wake();
+    void publish_snapshot();
+    void set_phase(Phase p);
+    void wait_phase(Phase p);
+
+    // CollectorControl, on the collector's thread
+    void on_control(Source s) override;
+    bool stop_requested() const override { return stop_.load(std::memory_order_acquire); }
+    void before_pass() override { pass_request_ = round_request_.load(std::memory_order_acquire); }
+    void after_pass(bool complete) override;
+    void on_tick() override { publish_snapshot(); }
+
+    Setup setup_;
+    std::unique_ptr<Collector> collector_;
+    UniqueFd wake_fd_;
+    std::thread thread_;
+    std::exception_ptr error_;
+
+    mutable std::mutex mu_;
+    std::condition_variable cv_;
+    Phase phase_ = Phase::Starting;
+    std::vector<std::function<void(Collector&)>> commands_;
+    uint64_t commands_done_ = 0, commands_sent_ = 0;
+    CollectorSnapshot published_;
+    double cpu_seconds_ = 0;
+    // Copied from the collector before it is destroyed (on its thread, which alone may unregister
+    // its io_uring's files: otherwise the ring keeps the output open, and locked, after we exit).
+    std::string fallback_reason_, backend_, describe_;
+    std::set<std::string> dsos_;
+    uint64_t final_owed_ = UINT64_MAX, final_kept_end_ = UINT64_MAX;
+    int final_error_ = 0;
+
+    std::atomic<bool> stop_{false};
+    std::atomic<bool> ended_{false};
+    std::atomic<bool> has_commands_{false};
+    alignas(64) std::atomic<uint64_t> round_request_{0};
+    alignas(64) std::atomic<uint64_t> round_done_{0};
+    uint64_t pass_request_ = 0;  // the request seen when the current pass began
+    StopCause cause_ = StopCause::Requested;
+};
+
+// How the rings are split among collectors: `--threads` as perf takes it (a number, or cpu, core,
+// package, numa), for rings on `cpus` (one ring per CPU, in this order). Returns, per collector, the
+// number of consecutive rings it takes; CPUs that share a core, package or node are kept together
+// (rings are in CPU order, and a group's CPUs are usually consecutive; when not, a collector takes a
+// run of them).
+std::vector<size_t> split_rings(const std::string& threads, const std::vector<int>& cpus);
+// The CPUs in an order that keeps each group of `threads` (core, package, numa) together; as they are
+// for a number or cpu.
+std::vector<int> cpu_order(const std::string& threads, std::vector<int> cpus);
+// The group of `cpu` for `threads` (core, package, numa), from /sys/devices/system/cpu/cpuN.
+std::string cpu_group_key(const std::string& threads, int cpu);
+// Whether `spec` is a --threads value: a number >= 1, cpu, core, package or numa.
+bool valid_threads_spec(const std::string& spec);
+
+}  // namespace ringcap

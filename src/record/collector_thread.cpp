@@ -1,0 +1,274 @@
+#include "ringcap/collector_thread.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+namespace ringcap {
+
+CollectorThread::CollectorThread(Setup setup) : setup_(std::move(setup)) {
+    wake_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!wake_fd_) throw Error("eventfd: " + errno_text(errno));
+    thread_ = std::thread([this] { body(); });
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return phase_ != Phase::Starting; });
+    if (phase_ == Phase::Failed) {
+        lock.unlock();
+        thread_.join();
+        std::rethrow_exception(error_);
+    }
+}
+
+CollectorThread::~CollectorThread() {
+    if (!thread_.joinable()) return;
+    request_stop();
+    {
+        std::lock_guard lock(mu_);
+        if (phase_ == Phase::Ready) phase_ = Phase::Drained;  // never started: just leave
+        else if (phase_ == Phase::Running || phase_ == Phase::Stopped) phase_ = Phase::Draining;
+    }
+    cv_.notify_all();
+    thread_.join();
+}
+
+void CollectorThread::set_phase(Phase p) {
+    {
+        std::lock_guard lock(mu_);
+        phase_ = p;
+    }
+    cv_.notify_all();
+}
+
+void CollectorThread::wait_phase(Phase p) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return phase_ == p; });
+}
+
+void CollectorThread::wake() {
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_fd_.get(), &one, sizeof one);
+}
+
+void CollectorThread::body() {
+    try {
+        if (!setup_.cpus.empty()) {
+            // Near its rings: the records it copies were just written there.
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            for (int c : setup_.cpus) CPU_SET(c, &set);
+            pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+        }
+        collector_ = std::make_unique<Collector>(setup_.config, setup_.rings, static_cast<CollectorControl&>(*this),
+                                                 *setup_.log);
+        collector_->attach(*setup_.file, *setup_.space);
+        collector_->watch_control(Source::Wake, wake_fd_.get());
+        collector_->arm();
+        fallback_reason_ = collector_->fallback_reason();
+        backend_ = collector_->loop().name();
+        describe_ = collector_->loop().describe();
+    } catch (...) {
+        error_ = std::current_exception();
+        collector_.reset();
+        set_phase(Phase::Failed);
+        return;
+    }
+    set_phase(Phase::Ready);
+    {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [this] { return phase_ != Phase::Ready; });
+        if (phase_ == Phase::Drained) {  // never started
+            lock.unlock();
+            collector_.reset();
+            return;
+        }
+    }
+    cause_ = collector_->run();
+    if (!stop_.load()) {
+        ended_.store(true, std::memory_order_release);
+        const uint64_t one = 1;
+        [[maybe_unused]] ssize_t n = ::write(setup_.done_fd, &one, sizeof one);
+    }
+    {
+        std::unique_lock lock(mu_);
+        if (phase_ == Phase::Running) phase_ = Phase::Stopped;
+        cv_.notify_all();
+        cv_.wait(lock, [this] { return phase_ == Phase::Draining; });
+    }
+    collector_->drain_rest();
+    collector_->flush();
+    if (collector_->writer().failed()) cause_ = StopCause::WriteError;
+    rusage ru{};
+    getrusage(RUSAGE_THREAD, &ru);
+    {
+        std::lock_guard lock(mu_);
+        published_ = collector_->snapshot();
+        cpu_seconds_ = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                       double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+        dsos_ = collector_->dsos();
+        final_owed_ = collector_->writer().published_owed();
+        final_kept_end_ = collector_->writer().published_kept_end();
+        final_error_ = collector_->writer().error();
+    }
+    collector_.reset();  // here: its io_uring lets go of the output file now
+    set_phase(Phase::Drained);
+}
+
+uint64_t CollectorThread::owed() const {
+    // Live until drained (the session only asks while it runs, or once drain() returned).
+    std::lock_guard lock(mu_);
+    return phase_ == Phase::Drained ? final_owed_ : collector_->writer().published_owed();
+}
+
+uint64_t CollectorThread::kept_end() const {
+    std::lock_guard lock(mu_);
+    return phase_ == Phase::Drained ? final_kept_end_ : collector_->writer().published_kept_end();
+}
+
+int CollectorThread::write_error() const {
+    std::lock_guard lock(mu_);
+    return phase_ == Phase::Drained ? final_error_ : collector_->writer().error();
+}
+
+void CollectorThread::start() {
+    publish_snapshot();
+    set_phase(Phase::Running);
+}
+
+void CollectorThread::request_stop() {
+    stop_.store(true, std::memory_order_release);
+    wake();
+}
+
+void CollectorThread::drain() {
+    request_stop();
+    {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [this] { return phase_ == Phase::Stopped || phase_ == Phase::Drained; });
+        if (phase_ == Phase::Drained) return;
+        phase_ = Phase::Draining;
+    }
+    cv_.notify_all();
+    wait_phase(Phase::Drained);
+}
+
+void CollectorThread::request_round(uint64_t k) {
+    round_request_.store(k, std::memory_order_release);
+    wake();
+}
+
+void CollectorThread::execute(std::function<void(Collector&)> command) {
+    std::unique_lock lock(mu_);
+    if (phase_ != Phase::Running) return;  // it stopped: nothing to do any more
+    commands_.push_back(std::move(command));
+    const uint64_t mine = ++commands_sent_;
+    has_commands_.store(true, std::memory_order_release);
+    lock.unlock();
+    wake();
+    lock.lock();
+    cv_.wait(lock, [&] { return commands_done_ >= mine || phase_ != Phase::Running; });
+}
+
+void CollectorThread::on_control(Source s) {
+    if (s != Source::Wake) return;
+    uint64_t n;
+    [[maybe_unused]] ssize_t r = ::read(wake_fd_.get(), &n, sizeof n);  // level-triggered under epoll: clear it
+}
+
+void CollectorThread::after_pass(bool complete) {
+    // A round: every collector finished a complete pass that began after the request, and queued
+    // what it drained (its offsets are reserved before the acknowledgement, so below the marker).
+    if (complete && pass_request_ > round_done_.load(std::memory_order_relaxed)) {
+        collector_->flush_partial();
+        round_done_.store(pass_request_, std::memory_order_release);
+    }
+    if (has_commands_.load(std::memory_order_acquire)) {
+        std::vector<std::function<void(Collector&)>> todo;
+        {
+            std::lock_guard lock(mu_);
+            todo.swap(commands_);
+            has_commands_.store(false, std::memory_order_relaxed);
+        }
+        for (auto& c : todo) c(*collector_);
+        {
+            std::lock_guard lock(mu_);
+            commands_done_ += todo.size();
+        }
+        cv_.notify_all();
+    }
+}
+
+void CollectorThread::publish_snapshot() {
+    CollectorSnapshot s = collector_->snapshot();
+    std::lock_guard lock(mu_);
+    published_ = std::move(s);
+}
+
+CollectorSnapshot CollectorThread::snapshot() const {
+    std::lock_guard lock(mu_);
+    return published_;
+}
+
+double CollectorThread::cpu_seconds() const {
+    std::lock_guard lock(mu_);
+    return cpu_seconds_;
+}
+
+std::string cpu_group_key(const std::string& threads, int cpu) {
+    const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu);
+    auto read = [](const std::string& path) {
+        auto t = read_text_file(path);
+        return t ? t->substr(0, t->find('\n')) : std::string("?");
+    };
+    if (threads == "package") return read(base + "/topology/physical_package_id");
+    if (threads == "core") return read(base + "/topology/physical_package_id") + ":" + read(base + "/topology/core_id");
+    if (threads == "numa") {
+        for (int node = 0; node < 4096; ++node)
+            if (::access((base + "/node" + std::to_string(node)).c_str(), F_OK) == 0) return std::to_string(node);
+        return "0";
+    }
+    return std::to_string(cpu);
+}
+
+std::vector<int> cpu_order(const std::string& threads, std::vector<int> cpus) {
+    if (threads != "core" && threads != "package" && threads != "numa") return cpus;
+    std::map<int, std::string> key;
+    for (int c : cpus) key[c] = cpu_group_key(threads, c);
+    std::stable_sort(cpus.begin(), cpus.end(), [&](int a, int b) { return key[a] < key[b]; });
+    return cpus;
+}
+
+bool valid_threads_spec(const std::string& spec) {
+    if (spec == "cpu" || spec == "core" || spec == "package" || spec == "numa") return true;
+    return !spec.empty() && spec.size() < 6 && std::all_of(spec.begin(), spec.end(), ::isdigit) && std::stoul(spec) > 0;
+}
+
+std::vector<size_t> split_rings(const std::string& threads, const std::vector<int>& cpus) {
+    const size_t n = cpus.size();
+    if (n == 0) return {};
+    auto even = [n](size_t parts) {
+        parts = std::clamp<size_t>(parts, 1, n);
+        std::vector<size_t> sizes(parts, n / parts);
+        for (size_t i = 0; i < n % parts; ++i) ++sizes[i];
+        return sizes;
+    };
+    if (threads.empty()) return even(1);
+    if (threads == "cpu") return even(n);
+    if (std::all_of(threads.begin(), threads.end(), ::isdigit)) return even(std::stoul(threads));
+    // core, package, numa: runs of consecutive rings whose CPUs share the group (cpu_group_key).
+    std::vector<size_t> sizes;
+    std::string prev;
+    for (size_t i = 0; i < n; ++i) {
+        const std::string key = cpu_group_key(threads, cpus[i]);
+        if (i == 0 || key != prev) sizes.push_back(0);
+        ++sizes.back();
+        prev = key;
+    }
+    return sizes;
+}
+
+}  // namespace ringcap

@@ -1,0 +1,332 @@
+// The record session's phases: plan -> open the source -> collectors -> output -> what already runs
+// -> start -> (session_loop.cpp) -> stop -> finish.
+#include "session.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <iomanip>
+#include <sys/eventfd.h>
+#include <sys/wait.h>
+
+#include "ringcap/records.hpp"
+
+namespace ringcap {
+
+namespace {
+
+// Opens the source with the plan's rings. While the kernel refuses the ring memory, every ring is
+// halved (all of them, to keep them even) down to kMinRingPages: perf fails here instead.
+size_t open_source(RingSource& source, const RecordPlan& plan, std::ostream& log, std::vector<perf_event_attr>& attrs) {
+    const size_t requested = plan.ring_pages();
+    size_t pages = requested;
+    for (;;) {
+        std::string note;
+        attrs = plan.attrs(pages, &note);
+        if (!note.empty() && pages == requested) log << "ringcap: " << note << "\n";
+        try {
+            source.open(attrs, pages);
+            break;
+        } catch (const RingMemoryError&) {
+            if (pages <= RecordPlan::kMinRingPages) throw;
+            pages /= 2;
+        }
+    }
+    if (pages != requested)
+        log << "ringcap: ring memory for " << (plan.ring_pages_given() ? "-m " : "the default -m ") << requested
+            << " was refused (above the locked-memory limit, kernel.perf_event_mlock_kb + RLIMIT_MEMLOCK, or "
+               "out of memory); using -m "
+            << pages << " instead. Raise the limits or run with CAP_IPC_LOCK for bigger rings.\n";
+    return pages;
+}
+
+// Adds a collector's counters to a record snapshot.
+void add(RecordSnapshot& s, const CollectorSnapshot& c) {
+    for (const auto& r : c.rings) {
+        s.cpus.push_back(r);
+        s.total += r.ring;
+    }
+    s.cqes += c.loop.ring_events;
+    s.rearms += c.loop.rearms;
+    s.waits += c.loop.waits;
+    s.waits_after_hangup = std::max(s.waits_after_hangup, c.waits_after_hangup);
+    s.writes += c.writer.writes;
+    s.preallocations += c.writer.preallocations;
+    s.writes_beyond_allocation += c.writer.beyond_allocation;
+    s.bytes_written += c.writer.bytes;
+    s.hangups += c.hangups;
+    s.ring_bytes += c.ring_bytes;
+    s.staging_bytes += c.staging_bytes;
+}
+
+}  // namespace
+
+Session::Session(const RecordOptions& o, std::ostream& log, SignalBlock& signals, Command* command)
+    : opts_(o), log_(log), signals_(signals), command_(command), per_task_(per_task(o)) {}
+
+Session::~Session() = default;
+
+std::vector<AttrEntry> Session::attr_entries(const std::vector<perf_event_attr>& attrs) const {
+    std::vector<AttrEntry> entries(specs_.size());
+    for (size_t e = 0; e < entries.size(); ++e) {
+        entries[e].attr = attrs[e];
+        entries[e].name = specs_[e].name;
+    }
+    for (const auto& ring : source_->rings())
+        for (const auto& ev : ring.events) entries[ev.event_index].ids.push_back(ev.id);
+    return entries;
+}
+
+void Session::start_collectors(const RecordPlan& plan) {
+    // The rings split among collectors (--threads), each on a thread of its own near its rings. One
+    // collector (the default) runs anywhere: with the CPUs busy, pinning it only takes away the
+    // scheduler's choice (README, Performance).
+    const auto rings = source_->rings();
+    std::vector<int> cpus;
+    for (const auto& r : rings) cpus.push_back(r.cpu);
+    const std::vector<int> online = online_cpus();
+    const auto sizes = split_rings(opts_.threads, cpus);
+    done_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!done_fd_) throw Error("eventfd: " + errno_text(errno));
+    size_t first = 0;
+    for (size_t n : sizes) {
+        CollectorThread::Setup s;
+        s.config.loop = plan.loop();
+        s.config.loop.rings = unsigned(n);
+        // Staging shared out in proportion to the rings, at least 4 buffers each.
+        s.config.staging_buffers = std::max<size_t>(4, plan.staging_buffers() * n / rings.size());
+        s.config.loop.writes_in_flight = unsigned(s.config.staging_buffers);
+        s.config.staging_buffer_bytes = plan.staging_buffer_bytes();
+        s.config.events = specs_.size();
+        s.config.track_dsos = opts_.build_ids;
+        s.config.realtime_priority = opts_.realtime_priority;
+        s.rings = rings.subspan(first, n);
+        s.first_ring = first;
+        if (!opts_.threads.empty())
+            for (size_t i = first; i < first + n; ++i)
+                if (std::find(online.begin(), online.end(), cpus[i]) != online.end()) s.cpus.push_back(cpus[i]);
+        s.file = &output_->file();
+        s.space = space_.get();
+        s.log = &log_;
+        s.done_fd = done_fd_.get();
+        collectors_.push_back(std::make_unique<CollectorThread>(std::move(s)));
+        first += n;
+    }
+    if (!collectors_.front()->fallback_reason().empty())
+        log_ << "ringcap: io_uring unavailable, using epoll: " << collectors_.front()->fallback_reason() << "\n";
+}
+
+int Session::run(RingSource& source, RecordSummary& sum) {
+    // 1. Plan: every derived setting, once.
+    source_ = &source;
+    const RecordPlan plan = RecordPlan::make(opts_, source, HostLimits::current());
+    for (const auto& note : plan.notes()) log_ << "ringcap: " << note << "\n";
+    ensure_fd_limit(source.fd_count());
+
+    // 2. Open the source: events disabled, rings mapped (before any poll: seed 000). It may adjust
+    // the attrs and names (user-space only when the kernel allows no more).
+    std::vector<perf_event_attr> attrs;
+    const size_t ring_pages = open_source(source, plan, log_, attrs);
+    for (const auto& note : source.notes()) log_ << "ringcap: " << note << "\n";
+    specs_ = source.specs();
+    event_lost_samples_.assign(specs_.size(), 0);
+    hotplug_ = HotplugWatch(source.rings().size());
+
+    // 3. The output under a temporary name, its space allocated ahead; 4. the collectors, armed on
+    // their threads (-r applies to them), before the file replaces anything.
+    output_ = std::make_unique<FileOutput>(opts_.output, opts_.allow_direct, attr_entries(attrs));
+    space_ = std::make_unique<FileSpace>(output_->data_offset(), output_->file().inline_writes());
+    space_->allocate_now(output_->file().buffered_fd());
+    start_collectors(plan);
+    if (opts_.verbose) print_setup(plan, ring_pages);
+
+    // 5. What already runs, written first and made durable with its header. Setup succeeded: only
+    // now is an existing output touched (perf keeps one .old), and the file is valid from here on.
+    write_start();
+
+    // 6. Start; --duration counts from here (with many CPUs, enabling every event takes a while).
+    const auto enable_start = Clock::now();
+    source.enable();
+    t0_ = Clock::now();
+    if (opts_.verbose)
+        log_ << "ringcap: events enabled in " << std::fixed << std::setprecision(1)
+             << std::chrono::duration<double, std::milli>(t0_ - enable_start).count() << " ms\n";
+    if (opts_.duration_s > 0)
+        deadline_ = t0_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts_.duration_s));
+    for (auto& c : collectors_) c->start();
+    if (command_) command_->start();
+
+    // 7. Until a stop source fires, every ring hung up, or a write failed; 8. stop; 9. finish.
+    wait_for_stop();
+    stop();
+    finish();
+
+    static_cast<RecordSnapshot&>(sum) = snapshot();
+    sum.path = opts_.output;
+    sum.backend = collectors_.front()->backend();
+    sum.stop_reason = stop_reason_;
+    sum.file_bytes = file_bytes_;
+    sum.o_direct = output_->file().o_direct();
+    bool failed = write_error_ != 0;
+    for (const auto& c : collectors_) {
+        failed |= c->cause() == StopCause::WriteError;
+        sum.collectors.push_back({c->rings(), c->cpu_seconds(), c->snapshot().writer.bytes});
+    }
+    sum.exit_code = failed ? 1 : 0;
+    if (command_) {
+        const CommandOutcome c = command_->finish();
+        sum.command_status = c.what;
+        // As perf record: the command's own failure is the record's exit status, if the record succeeded.
+        if (sum.exit_code == 0) sum.exit_code = c.exit_code;
+    }
+    print_summary(sum, log_);
+    return sum.exit_code;
+}
+
+void Session::print_setup(const RecordPlan& plan, size_t ring_pages) const {
+    size_t events = 0;
+    for (const auto& sp : specs_) events += sp.tracking ? 0 : 1;
+    const size_t rings = source_->ring_count();
+    log_ << "ringcap: backend " << collectors_.front()->describe() << "; " << collectors_.size()
+         << " collector(s) polling " << rings << " ring owner fd(s)\n"
+         << "ringcap: " << rings << " ring(s) of " << ring_pages << " data pages ("
+         << human_bytes(ring_pages * page_size()) << ") for " << events << " event(s), " << source_->describe() << "\n"
+         << "ringcap: staging " << plan.staging_buffers() << " x " << human_bytes(plan.staging_buffer_bytes())
+         << " (4 KiB aligned, shared out among the collectors), output '" << opts_.output << "' "
+         << (output_->file().o_direct() ? "O_DIRECT" : "buffered (O_DIRECT refused or disabled)")
+         << (space_->preallocating() ? ", preallocated ahead" : "") << ", data at offset " << output_->data_offset()
+         << "\n";
+}
+
+void Session::write_own(std::vector<std::byte>& bytes, bool pad) {
+    // The session's own records, at offsets reserved like the collectors' buffers; padded to 4 KiB
+    // when more data follows.
+    if (pad) append_padding(bytes, (kStagingAlign - bytes.size() % kStagingAlign) % kStagingAlign);
+    if (bytes.empty()) return;
+    const uint64_t offset = space_->reserve(bytes.size());
+    if (const int err = output_->write_block(offset, bytes.data(), bytes.size()); err && !write_error_) write_error_ = err;
+}
+
+void Session::write_start() {
+    // The tracking event starts before the /proc scan, so nothing that starts meanwhile is missed
+    // (a duplicate is harmless).
+    source_->start_tracking();
+    std::vector<std::byte> start;
+    const RecordSink sink = [&](const void* rec, size_t n) {
+        perf_event_header h;
+        std::memcpy(&h, rec, sizeof h);
+        if (opts_.build_ids && h.type == PERF_RECORD_MMAP2 && !(h.misc & PERF_RECORD_MISC_MMAP_DATA)) {
+            const char* name = static_cast<const char*>(rec) + field::kMmap2Filename;
+            if (name[0] == '/') synthesized_dsos_.insert(name);
+        }
+        const auto* b = static_cast<const std::byte*>(rec);
+        start.insert(start.end(), b, b + n);
+    };
+    source_->synthesize(sink, synth_);
+    write_own(start, /*pad=*/true);
+    if (write_error_)
+        throw Error("cannot write the start of '" + opts_.output + "': " + errno_text(write_error_) +
+                    write_error_hint(write_error_));
+    output_->publish(space_->end() - output_->data_offset());
+    if (!synth_.kernel_scanned) return;  // the source describes no real processes
+    if (opts_.verbose)
+        log_ << "ringcap: synthesized " << synth_.threads << " threads of " << synth_.processes << " processes, "
+             << synth_.maps << " executable maps" << (synth_.kernel_map ? ", the kernel map" : "") << " ("
+             << human_bytes(synth_.bytes) << ") in " << std::fixed << std::setprecision(3) << synth_.seconds << " s\n";
+    if (!synth_.kernel_map)
+        log_ << "ringcap: /proc/kallsyms hides kernel addresses (kernel.kptr_restrict): kernel samples will not "
+                "resolve to symbols\n";
+}
+
+void Session::stop() {
+    const auto stop_start = Clock::now();
+    seconds_ = std::chrono::duration<double>(stop_start - t0_).count();
+    for (auto& c : collectors_) c->request_stop();
+    source_->disable();  // afterwards every record is in the rings
+    if (opts_.verbose)
+        log_ << "ringcap: events disabled in " << std::fixed << std::setprecision(1)
+             << std::chrono::duration<double, std::milli>(Clock::now() - stop_start).count() << " ms\n";
+    for (auto& c : collectors_) c->drain();
+    std::vector<std::byte> lost;
+    for (const auto& l : source_->lost_counts()) {
+        // Samples the source dropped for this event; perf record writes them the same way.
+        const auto rec = make_lost_samples(l.id, l.cpu, l.lost);
+        const auto* b = reinterpret_cast<const std::byte*>(&rec);
+        lost.insert(lost.end(), b, b + sizeof rec);
+        lost_samples_ += l.lost;
+        event_lost_samples_[l.event_index] += l.lost;
+    }
+    bool failed = write_error_ != 0;
+    for (const auto& c : collectors_) failed |= c->write_error() != 0;
+    if (!failed) write_own(lost, /*pad=*/false);
+}
+
+uint64_t Session::durable_end() const {
+    // The reservations first, then what each writer owes (published before it reserves): whatever
+    // lies below both is written, and every buffer ends at a record boundary.
+    uint64_t end = space_->end();
+    for (const auto& c : collectors_) end = std::min(end, c->owed());
+    return end;
+}
+
+void Session::finish() {
+    // Everything if all writes succeeded; after a failure, the last whole record that reached the
+    // disk before it (a full disk keeps all that fit).
+    const uint64_t data_offset = output_->data_offset();
+    file_bytes_ = durable_end() - data_offset;
+    uint64_t kept_end = UINT64_MAX;
+    int error = write_error_;
+    for (const auto& c : collectors_) {
+        if (!c->write_error()) continue;
+        kept_end = std::min(kept_end, c->kept_end());
+        if (!error) error = c->write_error();
+    }
+    if (kept_end != UINT64_MAX) file_bytes_ = output_->last_record_end(file_bytes_, kept_end - data_offset);
+    std::set<std::string> dsos = synthesized_dsos_;
+    for (const auto& c : collectors_) dsos.insert(c->dsos().begin(), c->dsos().end());
+    const std::string feature_error =
+        output_->finish(file_bytes_, HostInfo::current(opts_.argv), specs_, opts_.build_ids ? &dsos : nullptr);
+    if (error)
+        log_ << "ringcap: ERROR: writing '" << opts_.output << "' failed: " << errno_text(error) << write_error_hint(error)
+             << "; capture stopped and kept " << file_bytes_ << " bytes of data ("
+             << space_->end() - data_offset - file_bytes_
+             << " bytes not written); the file is valid up to there. The counts below are of what was read from "
+                "the rings; not all of it reached the file\n";
+    if (!feature_error.empty()) log_ << "ringcap: the header features were not written (" << feature_error << ")\n";
+}
+
+RecordSnapshot Session::snapshot() const {
+    RecordSnapshot s;
+    s.seconds = seconds_ >= 0 ? seconds_ : std::chrono::duration<double>(Clock::now() - t0_).count();
+    std::vector<EventCounters> events(specs_.size());
+    for (const auto& ct : collectors_) {
+        CollectorSnapshot c = ct->snapshot();
+        hotplug_.annotate(c, ct->first_ring());
+        add(s, c);
+        for (size_t e = 0; e < events.size() && e < c.events.size(); ++e) {
+            events[e].samples += c.events[e].samples;
+            events[e].lost += c.events[e].lost;
+        }
+    }
+    for (size_t e = 0; e < specs_.size(); ++e) {
+        if (specs_[e].tracking) {
+            // Records perf report needs to name processes and resolve symbols; their loss counts too.
+            const uint64_t lost = event_lost_samples_[e] ? event_lost_samples_[e] : events[e].lost;
+            s.tracking_lost += lost;
+            s.kernel_lost += lost;
+            continue;
+        }
+        EventSummary es;
+        es.name = specs_[e].name;
+        es.samples = events[e].samples;
+        es.lost = events[e].lost;
+        es.lost_samples = event_lost_samples_[e];
+        s.kernel_lost += es.kernel_lost();
+        s.events.push_back(es);
+    }
+    s.lost_samples = lost_samples_;
+    s.synthesized_records = synth_.records;
+    s.rounds = rounds_;
+    return s;
+}
+
+}  // namespace ringcap

@@ -1,0 +1,81 @@
+// The record session (internal to src/record): the coordinator on the main thread. It plans, opens
+// the source, starts the collector threads, writes what is the session's own in the file (the
+// records of what already runs, FINISHED_ROUND markers, LOST_SAMPLES, the crash-safe header), decides
+// when to stop, and finishes the file. session.cpp has the phases, session_loop.cpp the loop.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ringcap/collector_thread.hpp"
+#include "ringcap/file_output.hpp"
+#include "ringcap/hotplug.hpp"
+#include "ringcap/plan.hpp"
+#include "ringcap/process.hpp"
+#include "ringcap/recorder.hpp"
+
+namespace ringcap {
+
+class Session {
+public:
+    Session(const RecordOptions& o, std::ostream& log, SignalBlock& signals, Command* command);
+    ~Session();
+    int run(RingSource& source, RecordSummary& sum);
+
+private:
+    using Clock = std::chrono::steady_clock;
+
+    // session.cpp
+    std::vector<AttrEntry> attr_entries(const std::vector<perf_event_attr>& attrs) const;
+    void start_collectors(const RecordPlan& plan);
+    void print_setup(const RecordPlan& plan, size_t ring_pages) const;
+    void write_start();
+    void write_own(std::vector<std::byte>& bytes, bool pad);
+    void stop();
+    void finish();
+    RecordSnapshot snapshot() const;
+    uint64_t durable_end() const;  // file offset below which the data is on disk, at a record boundary
+
+    // session_loop.cpp
+    void wait_for_stop();
+    void round();
+    void follow_hotplug();
+    bool replace_ring(size_t ring);
+
+    const RecordOptions& opts_;
+    std::ostream& log_;
+    SignalBlock& signals_;
+    Command* command_;
+    const bool per_task_;
+    RingSource* source_ = nullptr;
+    std::vector<EventSpec> specs_;
+    std::unique_ptr<FileOutput> output_;  // before the collectors: their writers refer to the file
+    std::unique_ptr<FileSpace> space_;
+    UniqueFd done_fd_;                     // collectors that end on their own say so here
+    std::vector<std::unique_ptr<CollectorThread>> collectors_;
+    std::set<std::string> synthesized_dsos_;
+    SynthesisStats synth_;
+    std::vector<uint64_t> event_lost_samples_;
+    uint64_t lost_samples_ = 0;
+    uint64_t file_bytes_ = 0;
+    int write_error_ = 0;  // a write of the session's own failed
+    Clock::time_point t0_{};
+    std::optional<Clock::time_point> deadline_;
+    double seconds_ = -1;  // capture time, set at stop; until then snapshot() measures
+    std::string stop_reason_;
+    HotplugWatch hotplug_;
+
+    // FINISHED_ROUND: marker k is written once every collector acknowledged round k.
+    uint64_t round_ = 0;        // the round requested last (0: none)
+    uint64_t rounds_ = 0;       // markers written
+    uint64_t round_data_ = 0;   // the data's end when the last round was requested
+    Clock::time_point last_round_{};
+};
+
+}  // namespace ringcap

@@ -1,0 +1,140 @@
+// The record session while it runs, on the main thread: stop sources (signals, the command, the
+// duration, collectors that end on their own), FINISHED_ROUND markers, the crash-safe header and CPU
+// hotplug. A poll(2) loop that wakes at least every 100 ms; nothing here is on the collectors' path.
+#include <algorithm>
+#include <cstring>
+#include <poll.h>
+#include <unistd.h>
+
+#include "ringcap/records.hpp"
+#include "session.hpp"
+
+namespace ringcap {
+
+namespace {
+constexpr auto kRoundSpacing = std::chrono::milliseconds(100);
+constexpr auto kHotplugCheck = std::chrono::milliseconds(500);
+}  // namespace
+
+void Session::wait_for_stop() {
+    auto last_hotplug = Clock::now();
+    bool watch_command = command_ != nullptr;
+    for (;;) {
+        pollfd fds[3] = {{signals_.fd(), POLLIN, 0}, {done_fd_.get(), POLLIN, 0}, {-1, POLLIN, 0}};
+        if (watch_command) fds[2].fd = command_->pidfd();
+        int timeout_ms = int(kRoundSpacing.count());
+        if (deadline_) {
+            const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline_ - Clock::now()).count();
+            timeout_ms = int(std::clamp<int64_t>(left, 0, timeout_ms));
+        }
+        ::poll(fds, 3, timeout_ms);
+        if (fds[0].revents) {
+            stop_reason_ = signals_.take();
+            return;
+        }
+        if (watch_command && fds[2].revents) {
+            // Per task, the record ends when every ring hung up (the command and all its children
+            // exited); system-wide it ends with the command.
+            if (!per_task_) {
+                stop_reason_ = "command exited";
+                return;
+            }
+            watch_command = false;  // a pidfd stays readable
+        }
+        if (fds[1].revents) {
+            uint64_t n;
+            [[maybe_unused]] ssize_t r = ::read(done_fd_.get(), &n, sizeof n);
+        }
+        bool all_ended = true;
+        for (const auto& c : collectors_) {
+            if (c->ended() && c->cause() == StopCause::WriteError) {
+                stop_reason_ = "write error";
+                return;
+            }
+            all_ended &= c->ended();
+        }
+        if (all_ended) {
+            stop_reason_ = per_task_ ? "every task exited" : "every event hung up";
+            return;
+        }
+        if (deadline_ && Clock::now() >= *deadline_) {
+            stop_reason_ = "duration reached";
+            return;
+        }
+        if (write_error_) {
+            stop_reason_ = "write error";
+            return;
+        }
+        round();
+        output_->refresh_header(durable_end() - output_->data_offset());
+        if (Clock::now() - last_hotplug >= kHotplugCheck) {
+            last_hotplug = Clock::now();
+            follow_hotplug();
+        }
+    }
+}
+
+void Session::round() {
+    // perf report sorts by time and, at FINISHED_ROUND number k, delivers every record older than the
+    // newest one it had seen before marker k-1. So marker k may only follow every byte of a complete
+    // pass of every collector that began after marker k-1: each collector acknowledges request k
+    // after such a pass, with what it drained queued below anything reserved later. Markers at least
+    // 100 ms apart keep cross-CPU clock skew and late commits well inside that window, and bound
+    // what perf report holds in memory.
+    const auto now = Clock::now();
+    if (round_ != 0) {
+        for (const auto& c : collectors_)
+            if (c->round_done() < round_) return;  // not yet
+        alignas(4096) static std::byte marker[kStagingAlign];
+        static const bool built = [] {
+            const perf_event_header fr = finished_round_record();
+            std::memcpy(marker, &fr, sizeof fr);
+            std::vector<std::byte> pad;
+            append_padding(pad, sizeof marker - sizeof fr);
+            std::memcpy(marker + sizeof fr, pad.data(), pad.size());
+            return true;
+        }();
+        (void)built;
+        if (const int err = output_->write_block(space_->reserve(sizeof marker), marker, sizeof marker)) {
+            if (!write_error_) write_error_ = err;
+            return;
+        }
+        ++rounds_;
+        last_round_ = now;
+        round_ = 0;
+    }
+    // A new round only when there is new data, and not too soon.
+    const uint64_t data = space_->end();
+    if (data == round_data_ || now - last_round_ < kRoundSpacing) return;
+    round_data_ = data;
+    round_ = rounds_ + 1;
+    for (auto& c : collectors_) c->request_round(round_);
+}
+
+bool Session::replace_ring(size_t ring) {
+    // On the collector that owns the ring: drain it, let the source reopen it, adopt the new one.
+    for (auto& c : collectors_) {
+        if (ring < c->first_ring() || ring >= c->first_ring() + c->rings()) continue;
+        bool reopened = false;
+        std::string error;
+        const size_t local = ring - c->first_ring();
+        c->execute([&](Collector& col) {
+            col.release_ring(local);
+            try {
+                reopened = source_->reopen(ring);
+            } catch (const Error& e) {
+                error = e.what();
+            }
+            if (reopened) col.adopt_ring(local);
+        });
+        if (!error.empty()) throw Error(error);
+        return reopened;
+    }
+    return false;
+}
+
+void Session::follow_hotplug() {
+    hotplug_.check(*source_, *output_, log_, [this](size_t ring) { return replace_ring(ring); });
+}
+
+}  // namespace ringcap

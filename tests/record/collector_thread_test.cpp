@@ -1,0 +1,99 @@
+// Several collectors: how the rings are split, and records with --threads that perf reads whole and
+// in order, with the same counts as the summary.
+#include <catch2/catch.hpp>
+
+#include <numeric>
+#include <sstream>
+
+#include "ringcap/collector_thread.hpp"
+#include "ringcap/recorder.hpp"
+#include "testkit/perf_data_reader.hpp"
+#include "testkit/synthetic_source.hpp"
+#include "tools.hpp"
+
+using namespace ringcap;
+
+TEST_CASE("threads option values: a number or cpu, core, package, numa", "[threads]") {
+    for (const char* ok : {"1", "4", "64", "cpu", "core", "package", "numa"}) CHECK(valid_threads_spec(ok));
+    for (const char* bad : {"", "0", "-1", "cpus", "2x", "1000000"}) CHECK_FALSE(valid_threads_spec(bad));
+    CHECK(parse_record_args({"-a", "--threads"}).threads == "cpu");
+    CHECK(parse_record_args({"-a", "--threads=3"}).threads == "3");
+    CHECK(parse_record_args({"-a"}).threads.empty());
+    CHECK_THROWS_AS(parse_record_args({"-a", "--threads=lots"}), Error);
+}
+
+TEST_CASE("rings are split into consecutive runs, evenly for a number, one per CPU for cpu", "[threads]") {
+    const std::vector<int> cpus{0, 1, 2, 3, 4, 5, 6};
+    CHECK(split_rings("", cpus) == std::vector<size_t>{7});
+    CHECK(split_rings("3", cpus) == std::vector<size_t>{3, 2, 2});
+    CHECK(split_rings("10", cpus) == std::vector<size_t>(7, 1));  // never more collectors than rings
+    CHECK(split_rings("cpu", cpus) == std::vector<size_t>(7, 1));
+    // Topology groups (from this machine's sysfs): every ring in exactly one run.
+    const std::vector<int> online = online_cpus();
+    for (const char* g : {"core", "package", "numa"}) {
+        const auto ordered = cpu_order(g, online);
+        const auto sizes = split_rings(g, ordered);
+        CHECK(std::accumulate(sizes.begin(), sizes.end(), size_t(0)) == online.size());
+        // A group is never split across collectors.
+        size_t at = 0;
+        for (size_t n : sizes) {
+            for (size_t i = at + 1; i < at + n; ++i) CHECK(cpu_group_key(g, ordered[i]) == cpu_group_key(g, ordered[at]));
+            at += n;
+        }
+    }
+}
+
+TEST_CASE("several collectors: every collector's data in one file perf reads, in order, counts as the summary", "[threads]") {
+    require_kernel();
+    const std::string perf = require_perf();
+    TempFile f("threads");
+    for (const std::string spec : {"2", "cpu"}) {
+        INFO("--threads=" << spec);
+        auto r = run_command(std::string(RINGCAP_BINARY) + " record -a --threads=" + spec +
+                             " -F 4000 --call-graph dwarf -o " + f.path +
+                             " -- sh -c 'busy() { i=0; while [ $i -lt 150000 ]; do i=$((i+1)); done; }; busy & busy; "
+                             "wait' 2>&1");
+        INFO(r.output);
+        REQUIRE(r.status == 0);
+        CHECK(r.output.find("collector  rings    cpu_s      bytes") != std::string::npos);
+        const PerfStats stats = perf_report_stats(perf, f.path);
+        INFO(stats.output);
+        CHECK(stats.ok());
+        CHECK(stats.count("SAMPLE") == summary_value(r.output, "samples"));
+        CHECK(stats.count("FINISHED_ROUND") > 0);
+        auto rep = run_command(perf + " report -i " + f.path + " --stdio 2>&1 >/dev/null");
+        CHECK(rep.output.find("out of order") == std::string::npos);
+        auto script = run_command(perf + " script -i " + f.path + " 2>&1 >/dev/null | head -3");
+        CHECK(script.output.empty());
+    }
+}
+
+TEST_CASE("several collectors on 64 synthetic rings: 4 collectors drain all into one file", "[threads][synthetic]") {
+    require_uring();
+    TempFile f("threads-synth");
+    SyntheticConfig cfg;
+    cfg.rings = 64;
+    cfg.mb_per_ring = 1;
+    cfg.record_bytes = 2048;
+    SyntheticSource source(cfg);
+    RecordOptions o;
+    o.mmap_pages = 8;
+    o.duration_s = 0.3;
+    o.output = f.path;
+    o.build_ids = false;
+    o.threads = "4";
+    std::ostringstream log;
+    RecordSummary sum;
+    REQUIRE(run_record(o, source, log, &sum) == 0);
+    INFO(log.str());
+    REQUIRE(sum.collectors.size() == 4);
+    for (const auto& c : sum.collectors) CHECK(c.rings == 16);
+    CHECK(source.offered() == sum.total.samples + sum.kernel_lost);
+    for (const auto& c : sum.cpus) CHECK(c.ring.samples > 0);
+    std::string err;
+    auto file = read_perf_data(f.path, &err);
+    REQUIRE(file);
+    CHECK_FALSE(file->counts.truncated);
+    CHECK(file->counts.samples == sum.total.samples);
+    CHECK(file->counts.unknown_ids == 0);
+}
