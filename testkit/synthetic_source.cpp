@@ -63,7 +63,7 @@ struct SyntheticSource::Producer {
     // Producer state: only its thread touches it until stop() joins.
     uint64_t head = 0;        // our copy of data_head
     uint64_t woken = 0;       // head at the last wake-up
-    uint64_t written = 0;     // samples written
+    uint64_t written = 0;     // samples written (atomic, as dropped)
     uint64_t dropped = 0;     // samples that found the ring full (atomic: readable while running)
     uint64_t unreported = 0;  // dropped since the last PERF_RECORD_LOST
 
@@ -242,7 +242,7 @@ void SyntheticSource::produce(unsigned thread) {
                 r->fill(r->head + sizeof s, int(r->written & 0xff), stack);
                 r->put(r->head + sizeof s + stack, &dyn_size, sizeof dyn_size);
                 r->head += rec_size;
-                ++r->written;
+                __atomic_store_n(&r->written, r->written + 1, __ATOMIC_RELAXED);  // single writer
             }
             if (r->head == head0) continue;
             wrote_any = true;
@@ -280,7 +280,7 @@ std::vector<LostReading> SyntheticSource::lost_counts() const {
 
 uint64_t SyntheticSource::written() const {
     uint64_t n = 0;
-    for (const auto& r : producers_) n += r.written;
+    for (const auto& r : producers_) n += __atomic_load_n(&r.written, __ATOMIC_RELAXED);
     return n;
 }
 uint64_t SyntheticSource::dropped() const {

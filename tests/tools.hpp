@@ -142,3 +142,17 @@ inline long long summary_value(const std::string& out, const std::string& key) {
     if (std::regex_search(line, m, std::regex("[ :]" + key + "=([0-9]+)"))) return std::stoll(m[1]);
     return -1;
 }
+
+// What `perf script` says on stderr about a file, less its reports of losses ("Processed N events and
+// lost M chunks!", "... samples and lost X%!"): those are counted data, checked against the summary
+// elsewhere, and a slow build (TSan) or a busy machine loses samples. Anything else is a complaint.
+inline std::string perf_script_complaints(const std::string& perf, const std::string& path) {
+    auto r = run_command(perf + " script -i " + path + " 2>&1 >/dev/null");
+    std::istringstream in(r.output);
+    std::string out;
+    const std::regex loss("^(Warning:|Processed [0-9]+ (events|samples) and lost .*|Check IO/CPU overload!)\\s*$");
+    for (std::string line; std::getline(in, line);)
+        if (!line.empty() && !std::regex_match(line, loss)) out += line + "\n";
+    if (r.status != 0) out += "perf script exited " + std::to_string(r.status) + "\n";
+    return out;
+}

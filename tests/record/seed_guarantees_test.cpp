@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <sstream>
+#include <thread>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include "ringcap/staging.hpp"
 #include "testkit/perf_data_reader.hpp"
 #include "tools.hpp"
+#include "spawn.hpp"
 
 using namespace ringcap;
 
@@ -145,20 +147,32 @@ TEST_CASE("record -p of a process that does not exist: exit 2, no file", "[seed]
 TEST_CASE("record -p follows an existing process until it exits", "[seed][task]") {
     require_kernel();
     TempFile f("pid");
-    // A child of the test that burns CPU for a bounded number of iterations.
+    // A child of the test that waits until the record has started (so a slow setup, as under TSan,
+    // does not miss it), then burns CPU for a bounded number of iterations and exits.
+    int go[2];
+    REQUIRE(pipe(go) == 0);
     pid_t pid = fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
-        execlp("sh", "sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done", (char*)nullptr);
+        close(go[1]);
+        dup2(go[0], 3);
+        execlp("sh", "sh", "-c", "read x <&3; i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done", (char*)nullptr);
         _exit(127);
     }
+    close(go[0]);
     RecordOptions o = options("-p " + std::to_string(pid) + " -F 2000", f.path);
     std::ostringstream log;
     RecordSummary sum;
-    int rc = run_record(o, log, &sum);
+    int rc = -1;
+    std::thread record([&] { rc = run_record(o, log, &sum); });
+    // The header counts the synthesized records of the process once the events are open.
+    const bool started = ringcap_test::eventually([&] { return ringcap_test::header_data_size(f.path) > 0; });
+    close(go[1]);
+    record.join();
     int status = 0;
     waitpid(pid, &status, 0);
     INFO(log.str());
+    REQUIRE(started);
     REQUIRE(rc == 0);
     CHECK(sum.stop_reason == "every task exited");
     CHECK(sum.total.samples > 0);

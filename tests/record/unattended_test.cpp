@@ -155,8 +155,8 @@ TEST_CASE("a memory cgroup limit: staging is sized to fit (8-16 MiB) or left alo
           "[unattended]") {
     require_kernel();
     const std::string perf = require_perf();
-#if defined(__SANITIZE_ADDRESS__)
-    skip_test("built with AddressSanitizer: its shadow memory alone is more than an 8 MiB cgroup allows");
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    skip_test("built with a sanitizer: its shadow memory alone is more than an 8 MiB cgroup allows");
 #endif
     for (const std::string limit : {"8M", "16M", "64M"}) {
         INFO("memory limit " << limit);
