@@ -131,8 +131,12 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
             if (n < 1 || n > 99) bad("-r needs a SCHED_FIFO priority between 1 and 99");
             o.realtime_priority = int(n);
         } else if (a == "--threads") {
-            // perf's flag: --threads alone is one collector per CPU.
-            o.threads = has_inline ? inline_val : "cpu";
+            // perf's flag: --threads alone is one collector per CPU. perf takes the value only after
+            // '='; a separate value that can only be a spec (a number, cpu, core, package, numa) is
+            // taken too, so `--threads 4` does not try to run a command named 4.
+            if (has_inline) o.threads = inline_val;
+            else if (i + 1 < args.size() && valid_threads_spec(args[i + 1])) o.threads = args[++i];
+            else o.threads = "cpu";
             if (!valid_threads_spec(o.threads))
                 bad("--threads takes a number of collectors, or cpu, core, package or numa; got '" + o.threads + "'");
         } else if (a == "--backend") {
