@@ -1,12 +1,18 @@
-// Synthetic many-ring benchmark: how fast ringcap's one collector thread (io_uring multishot poll ->
-// ring reader -> staging -> batched O_DIRECT writes -> perf.data) drains N rings, against what this
+// Synthetic many-ring benchmark: how fast ringcap's collector threads (io_uring multishot poll ->
+// ring reader -> staging -> batched O_DIRECT writes -> perf.data) drain N rings, against what this
 // machine can do. The rings are the test kit's SyntheticSource (testkit/synthetic_source.hpp): ordinary
 // memory with a perf ring's layout, filled by one producer thread as the kernel fills perf rings, and
 // recorded through the same RingSource seam as perf events.
 //
 //   ringcap_synthbench [--rings 1,16,64,256,512] [--total-mb 1024] [--duration 2] [--record-bytes 8192]
 //                      [--pages 128] [--staging-buffers N] [--staging-kb 1024] [--dirs DIR,...]
-//                      [--perf PERF|none] [--keep]
+//                      [--threads 1,2,4] [--modes fixed,max] [--json] [--perf PERF|none] [--keep]
+//
+// --threads: a run per number of collector threads (ringcap record --threads=N; default 1). --modes:
+// the fixed total rate, the maximum rate, or both (default). --json: one JSON object per run, per
+// line, on stdout instead of the table (the headings go to stderr). punted (punted_writes): data
+// writes io_uring handed to a worker thread (io_uring:io_uring_queue_async_work for WRITE and
+// WRITE_FIXED, counted on every CPU during the run; -1 where the tracepoint cannot be read).
 //
 // For each output directory (default /tmp, the disk, and /dev/shm, tmpfs, which takes O_DIRECT since
 // Linux 6.6 and shows the collector without the device), in the same run:
@@ -29,17 +35,23 @@
 #include <cstring>
 #include <fcntl.h>
 #include <iostream>
+#include <linux/magic.h>
+#include <linux/perf_event.h>
 #include <liburing.h>
 #include <sstream>
 #include <string>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
 #include "ringcap/recorder.hpp"
+#include "ringcap/sys.hpp"
 #include "testkit/synthetic_source.hpp"
 
 using namespace ringcap;
@@ -58,12 +70,15 @@ struct Args {
     std::vector<std::string> dirs{"/tmp", "/dev/shm"};
     std::string perf = "perf";
     bool keep = false;
+    std::vector<unsigned> threads{1};
+    bool fixed = true, max = true;  // --modes fixed,max
+    bool json = false;
 };
 
 [[noreturn]] void usage(const char* why) {
     std::fprintf(stderr,
                  "ringcap_synthbench: %s\nusage: ringcap_synthbench [--rings 1,16,64,256,512] [--total-mb 1024] "
-                 "[--duration 2] [--record-bytes 8192] [--pages 128] [--staging-buffers N] [--staging-kb 1024] [--dirs DIR,...] [--perf PERF|none] [--keep]\n",
+                 "[--duration 2] [--record-bytes 8192] [--pages 128] [--staging-buffers N] [--staging-kb 1024] [--dirs DIR,...] [--threads 1,2,4] [--modes fixed,max] [--json] [--perf PERF|none] [--keep]\n",
                  why);
     std::exit(2);
 }
@@ -93,6 +108,17 @@ Args parse(int argc, char** argv) {
         }
         else if (k == "--perf") a.perf = val();
         else if (k == "--keep") a.keep = true;
+        else if (k == "--threads") {
+            a.threads.clear();
+            std::stringstream ss(val());
+            for (std::string t; std::getline(ss, t, ',');) a.threads.push_back(unsigned(std::stoul(t)));
+        } else if (k == "--modes") {
+            const std::string v = val();
+            a.fixed = v.find("fixed") != std::string::npos;
+            a.max = v.find("max") != std::string::npos;
+            if (!a.fixed && !a.max) usage("--modes takes fixed, max or fixed,max");
+        }
+        else if (k == "--json") a.json = true;
         else usage(("unknown option " + k).c_str());
     }
     return a;
@@ -143,6 +169,10 @@ double write_gbps(const std::string& dir, unsigned depth, double seconds, bool* 
         return -1;
     }
     unlink(path.c_str());
+    // As ringcap writes: into space allocated ahead (where the filesystem runs such writes inline;
+    // not tmpfs). 4 GiB of unwritten extents cost only metadata.
+    struct statfs fs{};
+    if (*direct && fstatfs(fd, &fs) == 0 && fs.f_type != TMPFS_MAGIC) fallocate(fd, 0, 0, off_t(4) << 30);
     auto* buf = static_cast<std::byte*>(map_anon(kBlock * depth));
     io_uring ring;
     if (int r = io_uring_queue_init(depth * 2, &ring, 0); r < 0) {
@@ -202,9 +232,52 @@ double write_gbps(const std::string& dir, unsigned depth, double seconds, bool* 
     return why->empty() ? double(done) / secs / 1e9 : -1;
 }
 
+// Data writes io_uring hands to a worker thread, on every CPU: io_uring:io_uring_queue_async_work
+// for WRITE and WRITE_FIXED, counted (not sampled) while the run lasts.
+class PuntCounter {
+public:
+    PuntCounter() {
+        auto id = read_text_file("/sys/kernel/tracing/events/io_uring/io_uring_queue_async_work/id");
+        if (!id) id = read_text_file("/sys/kernel/debug/tracing/events/io_uring/io_uring_queue_async_work/id");
+        if (!id) return;
+        const std::string filter =
+            "opcode == " + std::to_string(IORING_OP_WRITE_FIXED) + " || opcode == " + std::to_string(IORING_OP_WRITE);
+        for (int cpu : online_cpus()) {
+            perf_event_attr attr{};
+            attr.size = sizeof attr;
+            attr.type = PERF_TYPE_TRACEPOINT;
+            attr.config = std::stoull(*id);
+            attr.disabled = 1;
+            const int fd = int(syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
+            if (fd < 0 || ioctl(fd, PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0) {
+                if (fd >= 0) close(fd);
+                fds_.clear();
+                return;
+            }
+            fds_.emplace_back(fd);
+        }
+    }
+    void start() {
+        for (auto& fd : fds_) ioctl(fd.get(), PERF_EVENT_IOC_ENABLE, 0);
+    }
+    long long stop() {
+        if (fds_.empty()) return -1;
+        long long n = 0;
+        for (auto& fd : fds_) {
+            ioctl(fd.get(), PERF_EVENT_IOC_DISABLE, 0);
+            uint64_t v = 0;
+            if (read(fd.get(), &v, sizeof v) == ssize_t(sizeof v)) n += (long long)v;
+        }
+        return n;
+    }
+
+private:
+    std::vector<UniqueFd> fds_;
+};
+
 struct ChildResult {
     int exit_code = -1;
-    double seconds = 0, reader_cpu = 0;
+    double seconds = 0, reader_cpu = 0;  // reader_cpu: the collector threads'
     uint64_t offered = 0, samples = 0, dropped = 0, file_bytes = 0, ring_bytes = 0, staging_bytes = 0;
     uint64_t cqes = 0, writes = 0, staging_full = 0;
     bool o_direct = false;
@@ -232,14 +305,15 @@ void spread(const std::vector<uint64_t>& v, uint64_t& mn, uint64_t& med, uint64_
 }
 
 struct Row {
-    unsigned rings;
+    unsigned rings, threads;
     double mb_per_ring;  // 0 = max
     ChildResult r;
     double maxrss_mb = 0, process_cpu = 0;
+    long long punted = -1;
     std::string perf_check;
 };
 
-ChildResult run_child(const Args& a, unsigned rings, double mb_per_ring, const std::string& out,
+ChildResult run_child(const Args& a, unsigned rings, unsigned threads, double mb_per_ring, const std::string& out,
                       const std::string& log_path, double* maxrss_mb, double* process_cpu) {
     int pipefd[2];
     if (pipe(pipefd) != 0) std::exit(1);
@@ -258,6 +332,7 @@ ChildResult run_child(const Args& a, unsigned rings, double mb_per_ring, const s
         o.duration_s = a.duration;
         o.output = out;
         o.build_ids = false;
+        o.threads = std::to_string(threads);
         o.argv = {"ringcap_synthbench", "--rings", std::to_string(rings)};
         std::ostringstream log;
         RecordSummary sum;
@@ -268,10 +343,7 @@ ChildResult run_child(const Args& a, unsigned rings, double mb_per_ring, const s
             log << "ringcap_synthbench: " << e.what() << "\n";
             res.exit_code = 2;
         }
-        rusage ru{};
-        getrusage(RUSAGE_THREAD, &ru);  // the collector is this (main) thread; the producer is another
-        res.reader_cpu = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-                         double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+        for (const auto& c : sum.collectors) res.reader_cpu += c.cpu_seconds;
         res.seconds = sum.seconds;
         res.offered = source.offered();
         res.samples = sum.total.samples;
@@ -357,27 +429,37 @@ int sweep(const Args& a, const std::string& dir, double mc) {
         if (g < 0) break;
     }
     if (best < 0) {
-        std::printf("%s: cannot measure the write limit: %s\n", dir.c_str(), why.c_str());
+        std::fprintf(stderr, "%s: cannot measure the write limit: %s\n", dir.c_str(), why.c_str());
         return 1;
     }
-    std::printf("\n## output %s: %s writes, best %.2f GB/s (%u x 1 MiB in flight); memcpy %.2f GB/s\n", dir.c_str(),
+    std::fprintf(a.json ? stderr : stdout, "\n## output %s: %s writes, best %.2f GB/s (%u x 1 MiB in flight); memcpy %.2f GB/s\n", dir.c_str(),
                 direct ? "O_DIRECT" : "buffered", best, best_depth, mc);
-    std::printf("%5s %8s %6s %9s %9s %6s %6s %7s %9s %6s %8s %7s %7s %8s %8s  %s\n", "rings", "MB/s/rng", "wlim",
-                "offer_MB/s", "write_MB/s", "%wlim", "%mcpy", "drop%", "dropped", "cpu_s", "cpu_s/GB", "rss_MB",
-                "mem_MB", "rss-mem", "stg_full", "perf");
+    if (!a.json)
+        std::printf("%5s %3s %8s %6s %9s %9s %6s %6s %7s %9s %6s %8s %7s %7s %8s %8s %6s  %s\n", "rings", "thr", "MB/s/rng",
+                    "wlim", "offer_MB/s", "write_MB/s", "%wlim", "%mcpy", "drop%", "dropped", "cpu_s", "cpu_s/GB",
+                    "rss_MB", "mem_MB", "rss-mem", "stg_full", "punted", "perf");
     std::fflush(stdout);
     int failures = 0;
+    PuntCounter punts;
     for (unsigned n : a.rings) {
         why.clear();
         const double wlim = write_gbps(dir, best_depth, 1.0, &direct, &why);
-        for (double per : {a.total_mb / double(n), 0.0}) {
-            Row row{n, per, {}, 0, 0, {}};
-            const std::string out = dir + "/ringcap-synth-" + std::to_string(n) + (per > 0 ? "-fixed" : "-max");
+        std::vector<std::pair<unsigned, double>> runs;  // (collectors, MB/s per ring; 0 = max)
+        for (unsigned t : a.threads) {
+            if (a.fixed) runs.emplace_back(t, a.total_mb / double(n));
+            if (a.max) runs.emplace_back(t, 0.0);
+        }
+        for (const auto& [t, per] : runs) {
+            Row row{n, t, per, {}, 0, 0, -1, {}};
+            const std::string out = dir + "/ringcap-synth-" + std::to_string(n) + "-" + std::to_string(t) +
+                                    (per > 0 ? "-fixed" : "-max");
             remove_output(out);
-            row.r = run_child(a, n, per, out + ".data", out + ".log", &row.maxrss_mb, &row.process_cpu);
+            punts.start();
+            row.r = run_child(a, n, t, per, out + ".data", out + ".log", &row.maxrss_mb, &row.process_cpu);
+            row.punted = punts.stop();
             const ChildResult& r = row.r;
             if (r.exit_code != 0) {
-                std::printf("%5u run failed (exit %d), see %s.log\n", n, r.exit_code, out.c_str());
+                std::fprintf(a.json ? stderr : stdout, "%5u %3u run failed (exit %d), see %s.log\n", n, t, r.exit_code, out.c_str());
                 ++failures;
                 continue;
             }
@@ -388,13 +470,26 @@ int sweep(const Args& a, const std::string& dir, double mc) {
             const double write_mbs = double(r.file_bytes) / r.seconds / 1e6;
             const double mem_mb = double(r.ring_bytes + r.staging_bytes) / double(1 << 20);
             const double gb = double(r.file_bytes) / 1e9;
+            const double drop_pct = r.offered ? 100.0 * double(r.dropped) / double(r.offered) : 0.0;
+            if (a.json) {
+                std::printf("{\"dir\":\"%s\",\"rings\":%u,\"threads\":%u,\"mode\":\"%s\",\"offered_mbps\":%.1f,"
+                            "\"written_mbps\":%.1f,\"write_limit_mbps\":%.1f,\"o_direct\":%s,\"dropped_pct\":%.4f,"
+                            "\"dropped\":%llu,\"collector_cpu_s\":%.3f,\"collector_cpu_s_per_gb\":%.3f,"
+                            "\"punted_writes\":%lld,\"rss_mb\":%.1f,\"ring_staging_mb\":%.1f,\"perf_check\":\"%s\"}\n",
+                            dir.c_str(), n, t, per > 0 ? "fixed" : "max", offer_mbs, write_mbs, wlim * 1e3,
+                            r.o_direct ? "true" : "false", drop_pct, (unsigned long long)r.dropped, r.reader_cpu,
+                            gb > 0 ? r.reader_cpu / gb : 0.0, row.punted, row.maxrss_mb, mem_mb, row.perf_check.c_str());
+                std::fflush(stdout);
+                if (!a.keep) remove_output(out);
+                continue;
+            }
             char rate[16];
             std::snprintf(rate, sizeof rate, per > 0 ? "%.2f" : "max", per);
-            std::printf("%5u %8s %6.2f %9.0f %9.0f %5.0f%% %5.0f%% %6.2f%% %9llu %6.2f %8.2f %7.1f %7.1f %8.1f %8llu  %s\n",
-                        n, rate, wlim, offer_mbs, write_mbs, wlim > 0 ? 100.0 * write_mbs / 1e3 / wlim : 0.0,
-                        100.0 * write_mbs / 1e3 / mc, r.offered ? 100.0 * double(r.dropped) / double(r.offered) : 0.0,
-                        (unsigned long long)r.dropped, r.reader_cpu, gb > 0 ? r.reader_cpu / gb : 0.0, row.maxrss_mb,
-                        mem_mb, row.maxrss_mb - mem_mb, (unsigned long long)r.staging_full, row.perf_check.c_str());
+            std::printf("%5u %3u %8s %6.2f %9.0f %9.0f %5.0f%% %5.0f%% %6.2f%% %9llu %6.2f %8.2f %7.1f %7.1f %8.1f %8llu %6lld  %s\n",
+                        n, t, rate, wlim, offer_mbs, write_mbs, wlim > 0 ? 100.0 * write_mbs / 1e3 / wlim : 0.0,
+                        100.0 * write_mbs / 1e3 / mc, drop_pct, (unsigned long long)r.dropped, r.reader_cpu,
+                        gb > 0 ? r.reader_cpu / gb : 0.0, row.maxrss_mb, mem_mb, row.maxrss_mb - mem_mb,
+                        (unsigned long long)r.staging_full, row.punted, row.perf_check.c_str());
             if (n > 1)
                 std::printf("      per ring: samples min/med/max %llu/%llu/%llu, first/last 1/8 %.0f/%.0f; "
                             "lost min/med/max %llu/%llu/%llu, first/last 1/8 %.0f/%.0f\n",
@@ -415,17 +510,19 @@ int main(int argc, char** argv) {
     const Args a = parse(argc, argv);
     utsname u{};
     uname(&u);
-    std::printf("# ringcap synthetic many-ring benchmark: %s %s, %ld CPUs, %.1f GiB RAM\n", u.sysname, u.release,
+    FILE* info = a.json ? stderr : stdout;  // --json: stdout holds only the JSON lines
+    std::fprintf(info, "# ringcap synthetic many-ring benchmark: %s %s, %ld CPUs, %.1f GiB RAM\n", u.sysname, u.release,
                 sysconf(_SC_NPROCESSORS_ONLN),
                 double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)) / double(1ull << 30));
-    std::printf("# %u-byte samples, %zu-page rings, %.1f s per run, %.0f MB/s in all at the fixed rate; one collector "
-                "thread, one producer thread\n",
+    std::fprintf(info, "# %u-byte samples, %zu-page rings, %.1f s per run, %.0f MB/s in all at the fixed rate; one producer "
+                "thread\n",
                 a.record_bytes, a.pages, a.duration, a.total_mb);
     const double mc = memcpy_gbps();
     int failures = 0;
     for (const auto& dir : a.dirs) failures += sweep(a, dir, mc);
-    std::printf("\n# wlim: write limit (GB/s) measured just before the row; offer/write_MB/s: what the producer "
-                "offered and the collector wrote, per second;\n# cpu_s: CPU of the collector thread; mem_MB: ring + "
-                "staging memory; rss-mem: peak RSS beyond it; stg_full: drains cut short by full staging\n");
+    std::fprintf(info, "\n# wlim: write limit (GB/s) measured just before the row; offer/write_MB/s: what the producer "
+                "offered and the collector wrote, per second;\n# thr: collector threads (--threads); cpu_s: CPU of the collector threads; mem_MB: ring + "
+                "staging memory; rss-mem: peak RSS beyond it; stg_full: drains cut short by full staging;\n# punted: data "
+                "writes io_uring queued to a worker thread (-1: tracepoint unavailable)\n");
     return failures ? 1 : 0;
 }
