@@ -4,7 +4,9 @@
 #   bench/run.sh [--quick] [--runs N] [--duration S] [--mmap PAGES] [--only LIST] [--raw] [--keep DIR]
 #   (--only takes workload numbers, e.g. 1,4: 1 busy 10 kHz, 2 busy 40 kHz, 3 idle max rate,
 #    4 context-switch storm, 5 the same with the sched:sched_switch tracepoint, 6 and 7 = 1 and 2
-#    with each tool's default ring size, 8 the synthetic many-ring benchmark, ringcap only)
+#    with each tool's default ring size, 8 the synthetic many-ring benchmark, ringcap only,
+#    9 = 7 with ringcap --threads 2, 10 the synthetic benchmark at max rate with 1, 2 and 4
+#    collector threads)
 #
 # For each workload the two collectors run ALTERNATELY (perf,ringcap / ringcap,perf / ...), with
 # the same events, frequency, ring size (-m; workloads 6-7: each tool's default) and duration, both
@@ -67,10 +69,10 @@ ROOT=$(dirname "$HERE")
 PERF=${PERF:-perf}
 RAW=0
 KEEP=""
-ONLY="1,2,3,4,5,6,7,8"
+ONLY="1,2,3,4,5,6,7,8,9,10"
 QUICK=0
 
-usage() { sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUICK=1; RUNS=1; DURATION=1 ;;
@@ -177,9 +179,29 @@ start_pingpong() {
 
 max_rate() { cat /proc/sys/kernel/perf_event_max_sample_rate 2>/dev/null || echo '?'; }
 
+# Punted writes: data writes io_uring hands to a worker thread instead of issuing them inline
+# (io_uring:io_uring_queue_async_work for IORING_OP_WRITE_FIXED = 5 and IORING_OP_WRITE = 23),
+# counted on every CPU by a `perf stat -a` around each run, of either tool (perf record does not use
+# io_uring: its count shows what else on the machine punts writes).
+PUNT_EVENT=io_uring:io_uring_queue_async_work
+PUNT_FILTER="opcode == 5 || opcode == 23"
+PUNTS=0
+if "$PERF" stat -a -e "$PUNT_EVENT" --filter "$PUNT_FILTER" -x, -o /dev/null -- true >/dev/null 2>&1; then PUNTS=1; fi
+punt_start() {  # punt_start FILE
+    [ "$PUNTS" = 1 ] || return 0
+    "$PERF" stat -a -x, -e "$PUNT_EVENT" --filter "$PUNT_FILTER" -o "$1" 2>/dev/null & PUNT_PID=$!
+    sleep 0.3  # its events open before the collector starts
+}
+punt_stop() {  # punt_stop FILE -> the count, or "n/a"
+    if [ "$PUNTS" != 1 ]; then echo n/a; return; fi
+    kill -INT "$PUNT_PID" 2>/dev/null || true
+    wait "$PUNT_PID" 2>/dev/null || true
+    awk -F, -v ev="$PUNT_EVENT" '$3 == ev { n = $1 } END { print (n == "" ? "n/a" : n) }' "$1"
+}
+
 # ---- one run -----------------------------------------------------------------------------------
 # run_one WL TOOL RUN ARGS...  -> appends one row to $RESULTS:
-# wl tool run status samples lost lostrec cpu_s wall_s bytes maxrss_kb perf_ok selfcheck
+# wl tool run status samples lost lostrec cpu_s wall_s bytes maxrss_kb perf_ok selfcheck punted
 run_one() {
     local wl=$1 tool=$2 run=$3; shift 3
     local out="$WORK/$wl-$tool-$run.data" res="$WORK/$wl-$tool-$run.res" log="$WORK/$wl-$tool-$run.log"
@@ -191,7 +213,10 @@ run_one() {
     fi
     echo "${cmd[*]}" >"$log"
     local status=0
+    punt_start "$WORK/punts"
     "$BT" run "$res" -- "${cmd[@]}" 2>>"$log" >/dev/null || status=$?
+    local punted
+    punted=$(punt_stop "$WORK/punts")
     local wall=0 user=0 sys=0 rss=0
     [ -s "$res" ] && read -r wall user sys rss _ <"$res"
     local bytes=0 samples=0 lost=0 lostrec=0 perf_ok=0 self="-" rc=0
@@ -243,9 +268,9 @@ run_one() {
     fi
     local cpu
     cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.6f", u + s }')
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
         "$wl" "$tool" "$run" "$status" "$samples" "$lost" "$lostrec" "$cpu" "$wall" "$bytes" "$rss" "$perf_ok" "$self" \
-        >>"$RESULTS"
+        "$punted" >>"$RESULTS"
 }
 
 # run_workload WL TOOLS ARGS...: RUNS runs per tool, alternating which tool goes first.
@@ -288,6 +313,7 @@ print_table() {  # print_table WL TITLE
             t = $2; n[t]++; k = n[t]
             C[t, k] = $8; W[t, k] = $9; B[t, k] = $10; R[t, k] = $11 / 1024; M[t, k] = $10 / dur / 1e6
             okc[t] += $12; if ($4 != 0) failed[t]++
+            P[t, k] = $14
             line[t, k] = $0
             if ($12 == 1) {  # sample counts only from files perf read to the end
                 nr[t]++; j = nr[t]
@@ -324,6 +350,18 @@ print_table() {  # print_table WL TITLE
                     ratio(med["ringcap","b"], med["perf","b"]), ratio(med["ringcap","m"], med["perf","m"]),
                     ratio(med["ringcap","x"], med["perf","x"]), "(ringcap/perf)")
             }
+            if (n["perf"] && n["ringcap"] && med["perf","c"] > 0 && med["ringcap","b"] > 0 && med["perf","b"] > 0)
+                printf "  CPU per captured byte, ringcap/perf: %.3f (median cpu_s / median bytes of each)\n",
+                    (med["ringcap","c"] / med["ringcap","b"]) / (med["perf","c"] / med["perf","b"])
+            for (ti = 1; ti <= 2; ti++) {
+                t = tools[ti]
+                if (!n[t]) continue
+                lps = ""; maxlp = 0
+                for (k = 1; k <= nr[t]; k++) { lps = lps sprintf(" %.2f", LP[t,k]); if (LP[t,k] > maxlp) maxlp = LP[t,k] }
+                ps = ""
+                for (k = 1; k <= n[t]; k++) ps = ps " " P[t,k]
+                printf "  %-8s per run: lost%%%s (max %.2f); punted writes%s\n", t, lps, maxlp, ps
+            }
             if (okc["perf"] < n["perf"] || okc["ringcap"] < n["ringcap"])
                 print "  (samples, lost, lost% and lostrec are medians over the files perf could read: column ok)"
             if (raw == 1) {
@@ -357,14 +395,19 @@ want() { [[ ",$ONLY," == *",$1,"* ]]; }
 RING_FLAG=(-m "$MMAP")  # workloads 6-7 clear it: each tool's default ring size
 RINGCAP_EXTRA=()        # workloads 6-7: -v, to log the ring size ringcap chose
 
-# busy_workload HZ same|default: cpu-clock at HZ on both CPUs kept busy, with the same ring size for
-# both tools (-m $MMAP, workloads 1-2) or each tool's default (workloads 6-7).
+# busy_workload HZ same|default [RINGCAP_FLAGS...]: cpu-clock at HZ on both CPUs kept busy, with the
+# same ring size for both tools (-m $MMAP, workloads 1-2) or each tool's default (workloads 6-7, 9),
+# and extra flags for ringcap only (workload 9: --threads 2).
 busy_workload() {
     local hz=$1 rings=$2 wl="busy$(( $1 / 1000 ))k" ring_text="-m $MMAP"
+    shift 2
     local -a args=(-a -e cpu-clock -F "$hz" $CALLGRAPH)
     if [ "$rings" = default ]; then
         wl="$wl-default"; ring_text="no -m"
         RING_FLAG=(); RINGCAP_EXTRA=(-v)
+    fi
+    if [ $# -gt 0 ]; then
+        RINGCAP_EXTRA+=("$@"); wl="$wl$(echo "$@" | tr -d ' =-')"; ring_text="$ring_text, ringcap $*"
     fi
     start_spinners
     run_workload "$wl" both "${args[@]}"
@@ -417,6 +460,7 @@ fi
 
 want 6 && busy_workload 10000 default
 want 7 && busy_workload 40000 default
+want 9 && busy_workload 40000 default --threads 2
 
 if want 8; then
     echo
@@ -429,6 +473,19 @@ if want 8; then
             || echo "  ! ringcap_synthbench failed (exit $?)"
     else
         echo "workload 8 skipped: no ringcap_synthbench next to $RINGCAP (set SYNTHBENCH=...)"
+    fi
+fi
+
+if want 10; then
+    echo
+    if [ -x "$SYNTHBENCH" ]; then
+        # Collector threads: does a second (fourth) collector add throughput or only cost? Max rate,
+        # 64 and 256 rings, on disk and in memory; CPU per GB per collector should stay flat.
+        synth_args=(--dirs "$WORK,/dev/shm" --rings 64,256 --threads 1,2,4 --modes max --perf "$PERF")
+        [ "$QUICK" = 1 ] && synth_args=(--dirs "$WORK" --rings 64 --threads 1,2 --modes max --duration 1 --perf "$PERF")
+        "$SYNTHBENCH" "${synth_args[@]}" || echo "  ! ringcap_synthbench failed (exit $?)"
+    else
+        echo "workload 10 skipped: no ringcap_synthbench next to $RINGCAP (set SYNTHBENCH=...)"
     fi
 fi
 
