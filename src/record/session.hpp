@@ -74,7 +74,7 @@ private:
     // FINISHED_ROUND: marker k is written once every collector acknowledged round k.
     uint64_t round_ = 0;        // the round requested last (0: none)
     uint64_t rounds_ = 0;       // markers written
-    uint64_t round_data_ = 0;   // the data's end when the last round was requested
+    uint64_t round_data_ = 0;   // the data's end when the last round was requested, then past its marker
     Clock::time_point last_round_{};
 };
 

@@ -95,10 +95,14 @@ void Session::round() {
             return true;
         }();
         (void)built;
-        if (const int err = output_->write_block(space_->reserve(sizeof marker), marker, sizeof marker)) {
+        const uint64_t at = space_->reserve(sizeof marker);
+        if (const int err = output_->write_block(at, marker, sizeof marker)) {
             if (!write_error_) write_error_ = err;
             return;
         }
+        // Only data beyond the marker calls for another round: the marker itself is not new data
+        // (else an idle capture would write a marker every 100 ms forever).
+        round_data_ = at + sizeof marker;
         ++rounds_;
         last_round_ = now;
         round_ = 0;

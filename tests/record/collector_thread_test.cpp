@@ -74,6 +74,25 @@ TEST_CASE("several collectors: every collector's data in one file perf reads, in
     }
 }
 
+TEST_CASE("an idle capture writes no FINISHED_ROUND of its own: a marker is not new data", "[threads]") {
+    require_kernel();
+    const std::string perf = require_perf();
+    TempFile f("idle-rounds");
+    for (const std::string threads : {"", " --threads=2"}) {
+        INFO("threads:" << threads);
+        // A period of 10 s: no sample in the 1.5 s; only the records of what runs at the start.
+        auto r = run_command(std::string(RINGCAP_BINARY) + " record -a -e cpu-clock -c 10000000000 --duration 1.5" +
+                             threads + " -o " + f.path + " 2>&1");
+        INFO(r.output);
+        REQUIRE(r.status == 0);
+        const PerfStats stats = perf_report_stats(perf, f.path);
+        INFO(stats.output);
+        CHECK(stats.ok());
+        CHECK(stats.count("SAMPLE") == 0);
+        CHECK(stats.count("FINISHED_ROUND") <= 1);  // at most the round of the start-up records
+    }
+}
+
 TEST_CASE("several collectors on 64 synthetic rings: 4 collectors drain all into one file", "[threads][synthetic]") {
     require_uring();
     TempFile f("threads-synth");
