@@ -73,6 +73,7 @@ struct Args {
     std::vector<unsigned> threads{1};
     bool fixed = true, max = true;  // --modes fixed,max
     bool json = false;
+    std::string backend;  // "", uring or epoll (ringcap record --backend)
 };
 
 [[noreturn]] void usage(const char* why) {
@@ -119,6 +120,7 @@ Args parse(int argc, char** argv) {
             if (!a.fixed && !a.max) usage("--modes takes fixed, max or fixed,max");
         }
         else if (k == "--json") a.json = true;
+        else if (k == "--backend") a.backend = val();
         else usage(("unknown option " + k).c_str());
     }
     return a;
@@ -333,6 +335,8 @@ ChildResult run_child(const Args& a, unsigned rings, unsigned threads, double mb
         o.output = out;
         o.build_ids = false;
         o.threads = std::to_string(threads);
+        if (a.backend == "uring") o.backend = Backend::Uring;
+        if (a.backend == "epoll") o.backend = Backend::Epoll;
         o.argv = {"ringcap_synthbench", "--rings", std::to_string(rings)};
         std::ostringstream log;
         RecordSummary sum;

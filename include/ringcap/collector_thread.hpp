@@ -47,6 +47,7 @@ public:
 
     void start();         // running
     void request_stop();  // it leaves run() at its next wake-up, which this causes
+    void wake();          // its loop looks again (a round, a command, an allocation done)
     // After the source stopped: empties the rings, flushes, waits for every write; returns when done.
     void drain();
 
@@ -79,7 +80,6 @@ private:
     enum class Phase { Starting, Ready, Running, Stopped, Draining, Drained, Failed };
 
     void body();
-    void wake();
     void publish_snapshot();
     void set_phase(Phase p);
     void wait_phase(Phase p);

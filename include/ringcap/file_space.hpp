@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 
 namespace ringcap {
 
@@ -39,6 +40,9 @@ public:
     // An allocation is under way: ext4 holds the inode lock exclusively meanwhile, so an O_DIRECT
     // write issued now would be punted. Writers hold new writes until it is done (staging absorbs it).
     bool allocating() const { return busy_.load(std::memory_order_acquire); }
+    // Called (on the allocating writer's thread) when an allocation is done, so that writers of
+    // other collectors holding writes for it look again. Set before the writers start.
+    void on_allocated(std::function<void()> done) { on_allocated_ = std::move(done); }
     // How much of a write at `offset` of `len` bytes to issue at once: up to the next chunk boundary.
     // ext4 runs an O_DIRECT write inline only if one extent maps all of it, and each fallocated chunk
     // is an extent of its own (64 MiB chunks: unwritten extents hold at most 32767 blocks, so two are
@@ -56,6 +60,7 @@ private:
     std::atomic<uint64_t> chunk_{kChunk};
     std::atomic<bool> busy_{false};
     std::atomic<bool> enabled_;
+    std::function<void()> on_allocated_;
 };
 
 }  // namespace ringcap

@@ -48,6 +48,7 @@ public:
     virtual void watch_ring(uint32_t ring, uint32_t which, int fd, const RingBuffer& mapped) = 0;
     // Stops watching a ring's fd after it hung up; late notifications for it are not delivered.
     virtual void unwatch_ring(uint32_t ring, uint32_t which, int fd) = 0;
+    // Reports Source s each time fd becomes readable (the handler must consume it, as with epoll).
     virtual void watch_source(Source s, int fd) = 0;
     virtual void set_timer(double seconds) = 0;
     // A periodic Source::Tick (flushes idle staging, refreshes the header).

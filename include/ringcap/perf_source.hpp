@@ -41,6 +41,7 @@ public:
     void open(std::vector<perf_event_attr>& attrs, size_t data_pages) override;
     std::vector<std::string> notes() const override { return notes_; }
     bool reopen(size_t ring) override;
+    bool follows_cpus() const override { return true; }
     std::span<SourceRing> rings() override { return rings_; }
     void start_tracking() override;
     void synthesize(const RecordSink& sink, SynthesisStats& stats) override;

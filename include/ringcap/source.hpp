@@ -63,6 +63,9 @@ public:
     // Whether its ring fds may be watched level-triggered (epoll). perf fds consume their readiness
     // when polled; an eventfd stays readable and would make epoll spin.
     virtual bool level_triggered_ok() const { return true; }
+    // Whether its rings belong to CPUs that can go offline and come back (perf events do: the
+    // session follows CPU hotplug for them; synthetic rings in memory do not).
+    virtual bool follows_cpus() const { return false; }
 
     // Opens every event, disabled, and maps one ring of `data_pages` pages per ring owner. It may
     // adjust `attrs` (and specs()) to what the kernel allows, and says so in notes(). Throws

@@ -49,9 +49,12 @@ public:
     void queue_partial();
     // Handles a write completion for pool buffer `index`.
     void on_completion(uint32_t index, int res);
-    // Runs the loop until no write is in flight; ring and stop events meanwhile are ignored
-    // (used at stop, and by tests).
-    void wait_idle();
+    // Runs the loop until every ready buffer is written and no write is in flight; ring events
+    // meanwhile are ignored, sources (tick, wake-up) go to `sources` (used at stop, and by tests).
+    void wait_idle(LoopHandler* sources = nullptr);
+    // Runs the loop until this writer's allocation, if one is under way, is done: writers of other
+    // collectors may hold their writes for it (used when a collector leaves its run loop).
+    void settle_allocation(LoopHandler* sources = nullptr);
 
     size_t in_flight() const { return in_flight_; }
     bool failed() const { return error_ != 0; }
@@ -100,7 +103,8 @@ private:
     uint64_t data_offset_;
     uint64_t bytes_queued_ = 0;
     uint64_t failed_start_ = UINT64_MAX;  // start of the first buffer whose write failed
-    std::vector<uint32_t> deferred_;      // slots whose rest waits for an allocation to finish
+    bool allocating_ = false;             // this writer's fallocate is in flight
+    std::vector<uint32_t> deferred_;      // slots (or their rest) waiting for an allocation to finish
     alignas(64) std::atomic<uint64_t> published_owed_{UINT64_MAX};
     std::atomic<uint64_t> published_kept_end_{UINT64_MAX};
     size_t in_flight_ = 0;

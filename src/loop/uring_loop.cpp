@@ -1,5 +1,6 @@
 // io_uring backend: one multishot POLL_ADD per watched ring fd, writes as (fixed) SQEs, and the stop
 // sources (signalfd, pidfd, a timeout) on the same CQ. Each run_once is one io_uring_enter.
+#include <array>
 #include <cerrno>
 #include <poll.h>
 #include <sstream>
@@ -70,9 +71,8 @@ public:
     }
 
     void watch_source(Source s, int fd) override {
-        io_uring_sqe* sqe = ring_.sqe();
-        io_uring_prep_poll_add(sqe, fd, POLLIN);
-        io_uring_sqe_set_data64(sqe, encode(Kind::Source, 0, uint32_t(s)));
+        source_fds_[size_t(s)] = fd;
+        arm_source(s);
     }
 
     void set_timer(double seconds) override {
@@ -177,10 +177,20 @@ private:
             case Kind::Source:
                 if (Source(index) == Source::Tick) arm_tick();  // a plain timeout fires once
                 h.on_source(Source(index));
+                // A watched fd keeps reporting (the handler consumes it), as under epoll: its
+                // multishot poll is armed again when it ended (CQ overflow).
+                if (index < source_fds_.size() && source_fds_[index] >= 0 && !(flags & IORING_CQE_F_MORE))
+                    arm_source(Source(index));
                 break;
             case Kind::Remove:
                 break;
         }
+    }
+
+    void arm_source(Source s) {
+        io_uring_sqe* sqe = ring_.sqe();
+        io_uring_prep_poll_multishot(sqe, source_fds_[size_t(s)], POLLIN);
+        io_uring_sqe_set_data64(sqe, encode(Kind::Source, 0, uint32_t(s)));
     }
 
     void arm_tick() {
@@ -215,6 +225,7 @@ private:
     Uring ring_;
     std::vector<Watch> watches_;
     __kernel_timespec timer_{}, tick_{};
+    std::array<int, 5> source_fds_{-1, -1, -1, -1, -1};  // per Source, for the fds watched by poll
     bool fixed_buffers_ = false;
     uint32_t nfixed_ = 0;
     bool fixed_files_ = false;

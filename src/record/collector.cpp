@@ -164,7 +164,7 @@ void Collector::flush_partial() {
 
 void Collector::flush() {
     flush_partial();
-    writer_->wait_idle();
+    writer_->wait_idle(this);
 }
 
 CollectorSnapshot Collector::snapshot() const {

@@ -88,6 +88,9 @@ void CollectorThread::body() {
         }
     }
     cause_ = collector_->run();
+    // Until the session drains it, this loop stops running: an allocation of its own still under
+    // way must finish first, or the other collectors would hold their writes for it meanwhile.
+    collector_->writer().settle_allocation(collector_.get());
     if (!stop_.load()) {
         ended_.store(true, std::memory_order_release);
         const uint64_t one = 1;

@@ -111,6 +111,11 @@ void Session::start_collectors(const RecordPlan& plan) {
         collectors_.push_back(std::make_unique<CollectorThread>(std::move(s)));
         first += n;
     }
+    // A collector's allocation done: the others may be holding writes for it (FileSpace::allocating).
+    if (collectors_.size() > 1)
+        space_->on_allocated([this] {
+            for (auto& c : collectors_) c->wake();
+        });
     if (!collectors_.front()->fallback_reason().empty())
         log_ << "ringcap: io_uring unavailable, using epoll: " << collectors_.front()->fallback_reason() << "\n";
 }

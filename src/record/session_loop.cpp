@@ -67,7 +67,7 @@ void Session::wait_for_stop() {
         }
         round();
         output_->refresh_header(durable_end() - output_->data_offset());
-        if (Clock::now() - last_hotplug >= kHotplugCheck) {
+        if (source_->follows_cpus() && Clock::now() - last_hotplug >= kHotplugCheck) {
             last_hotplug = Clock::now();
             follow_hotplug();
         }

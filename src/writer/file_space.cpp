@@ -39,6 +39,7 @@ void FileSpace::allocated(int res) {
         enabled_.store(false);  // EOPNOTSUPP (no fallocate here), or the disk is full: plain appends
     }
     busy_.store(false);
+    if (on_allocated_) on_allocated_();
 }
 
 }  // namespace ringcap

@@ -30,7 +30,8 @@ void Writer::queue_ready() {
     if (space_.allocating() && !error_) return;
     for (uint32_t index : deferred_) issue(index);
     deferred_.clear();
-    while (pool_.has_ready()) queue(pool_.pop_ready());
+    // A buffer queued here may start an allocation: the rest wait for it.
+    while (pool_.has_ready() && (!space_.allocating() || error_)) queue(pool_.pop_ready());
 }
 
 void Writer::queue_partial() {
@@ -57,6 +58,12 @@ void Writer::queue(const StagingBuffer& b) {
         return;
     }
     if (offset + b.len > space_.allocated_end() && space_.preallocating()) ++stats_.beyond_allocation;
+    // Its SQE would follow the fallocate's into the same submit, and find the inode lock taken (a
+    // punted write): it goes out once the allocation is done, at its reserved offset.
+    if (space_.allocating()) {
+        deferred_.push_back(b.index);
+        return;
+    }
     issue(b.index);
     // After the write: SQEs are issued in order at submit, so this write was tried inline before the
     // fallocate starts in its worker; later ones wait for it (queue_ready).
@@ -67,6 +74,7 @@ void Writer::preallocate(uint64_t end) {
     uint64_t offset = 0, len = 0;
     if (!space_.begin_allocation(end, &offset, &len)) return;
     loop_.fallocate(prealloc_slot(), kDirectFile, offset, len);
+    allocating_ = true;
     ++stats_.preallocations;
 }
 
@@ -86,6 +94,7 @@ void Writer::issue(uint32_t index) {
 
 void Writer::on_completion(uint32_t index, int res) {
     if (index == prealloc_slot()) {
+        allocating_ = false;
         space_.allocated(res);
         return;
     }
@@ -142,18 +151,37 @@ uint64_t Writer::bytes_kept() const {
     return end - data_offset_;
 }
 
-void Writer::wait_idle() {
-    struct OnlyWrites final : LoopHandler {
-        Writer& w;
-        explicit OnlyWrites(Writer& wr) : w(wr) {}
-        void on_ring(uint32_t, uint32_t, int) override {}
-        void on_write(uint32_t slot, int res) override { w.on_completion(slot, res); }
-        void on_source(Source) override {}
-    } handler(*this);
-    while (in_flight_ > 0) {
-        if (!deferred_.empty() && !space_.allocating()) queue_ready();
+namespace {
+// Completions, and the sources (tick, wake-up) for `sources` if given: they must be consumed, or a
+// level-triggered wake-up eventfd would keep epoll returning at once. Ring events meanwhile are
+// ignored (the rings are drained by passes that do not depend on them).
+struct OnlyWrites final : LoopHandler {
+    Writer& w;
+    LoopHandler* sources;
+    OnlyWrites(Writer& wr, LoopHandler* s) : w(wr), sources(s) {}
+    void on_ring(uint32_t, uint32_t, int) override {}
+    void on_write(uint32_t slot, int res) override { w.on_completion(slot, res); }
+    void on_source(Source s) override {
+        if (sources) sources->on_source(s);
+    }
+};
+}  // namespace
+
+void Writer::wait_idle(LoopHandler* sources) {
+    OnlyWrites handler(*this, sources);
+    // Buffers held for an allocation (ready or deferred) go out once it is done. Another collector's
+    // allocation completes on its own loop, which then wakes this one (FileSpace::on_allocated).
+    // This writer's own allocation is waited for too: the others may be holding writes for it.
+    while (in_flight_ > 0 || pool_.has_ready() || allocating_) {
+        if (!space_.allocating() || error_) queue_ready();
+        if (in_flight_ == 0 && !pool_.has_ready() && !allocating_) break;
         loop_.run_once(handler, true);
     }
+}
+
+void Writer::settle_allocation(LoopHandler* sources) {
+    OnlyWrites handler(*this, sources);
+    while (allocating_) loop_.run_once(handler, true);
 }
 
 }  // namespace ringcap

@@ -4,9 +4,18 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstring>
+#include <linux/magic.h>
+#include <linux/perf_event.h>
+#include <liburing.h>
+#include <regex>
 #include <sstream>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
 
 #include "ringcap/recorder.hpp"
+#include "ringcap/sys.hpp"
 #include "testkit/perf_data_reader.hpp"
 #include "testkit/synthetic_source.hpp"
 #include "tools.hpp"
@@ -170,4 +179,52 @@ TEST_CASE("duration is capture time: it starts once every event is enabled", "[r
     const double mb_after_enable = double(source.inner_.offered() - source.enabled_at_offered_) * 2048 / 1e6;
     INFO("offered after enable: " << mb_after_enable << " MB");
     CHECK(mb_after_enable >= 2 * 10 * 0.5 * 0.8);
+}
+
+TEST_CASE("on ext4, O_DIRECT data writes run inline: none is punted to an io_uring worker", "[record][synthetic][space]") {
+    require_uring();
+    TempFile f("inline");
+    struct statfs fs {};
+    const std::string dir = f.path.substr(0, f.path.rfind('/'));
+    REQUIRE(::statfs(dir.c_str(), &fs) == 0);
+    if (fs.f_type != EXT4_SUPER_MAGIC) skip_test(dir + " is not ext4 (set TMPDIR to an ext4 directory)");
+    // Writes io_uring queues to a worker: io_uring:io_uring_queue_async_work for WRITE_FIXED and
+    // WRITE, counted in this thread and the threads it starts (the collector's and the producer's).
+    auto id = read_text_file("/sys/kernel/tracing/events/io_uring/io_uring_queue_async_work/id");
+    if (!id) skip_test("tracefs is not mounted at /sys/kernel/tracing (mount -t tracefs nodev /sys/kernel/tracing)");
+    perf_event_attr attr{};
+    attr.size = sizeof attr;
+    attr.type = PERF_TYPE_TRACEPOINT;
+    attr.config = std::stoull(*id);
+    attr.inherit = 1;
+    UniqueFd counter(int(syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC)));
+    if (!counter) skip_test(std::string("perf_event_open on the tracepoint: ") + std::strerror(errno));
+    const std::string filter =
+        "opcode == " + std::to_string(IORING_OP_WRITE_FIXED) + " || opcode == " + std::to_string(IORING_OP_WRITE);
+    REQUIRE(ioctl(counter.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) == 0);
+
+    // At the maximum rate for 0.6 s: hundreds of MB, so several 64 MiB chunks are allocated while
+    // writes are in flight.
+    SyntheticConfig cfg;
+    cfg.rings = 16;
+    cfg.mb_per_ring = 0;
+    cfg.record_bytes = 8192;
+    SyntheticSource source(cfg);
+    RecordOptions o;
+    o.mmap_pages = 128;
+    o.duration_s = 0.6;
+    o.output = f.path;
+    o.build_ids = false;
+    std::ostringstream log;
+    RecordSummary sum;
+    REQUIRE(run_record(o, source, log, &sum) == 0);
+    INFO(log.str());
+    uint64_t punted = 0;
+    REQUIRE(::read(counter.get(), &punted, sizeof punted) == ssize_t(sizeof punted));
+    REQUIRE(sum.o_direct);
+    std::smatch m;
+    const std::string text = log.str();
+    REQUIRE(std::regex_search(text, m, std::regex("preallocated in ([0-9]+) steps")));
+    CHECK(std::stoul(m[1]) >= 2);  // at setup and at least once while writing
+    CHECK(punted == 0);
 }
