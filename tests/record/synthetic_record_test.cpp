@@ -183,6 +183,11 @@ TEST_CASE("duration is capture time: it starts once every event is enabled", "[r
 
 TEST_CASE("on ext4, O_DIRECT data writes run inline: none is punted to an io_uring worker", "[record][synthetic][space]") {
     require_uring();
+    // With 4 collectors, one collector's allocation holds the others' writes until it is done: the
+    // record must still end, with every sample in the file (a collector once waited forever for an
+    // allocation whose owner had stopped running its loop).
+    const std::string threads = GENERATE("1", "4");
+    INFO("--threads=" << threads);
     TempFile f("inline");
     struct statfs fs {};
     const std::string dir = f.path.substr(0, f.path.rfind('/'));
@@ -215,10 +220,16 @@ TEST_CASE("on ext4, O_DIRECT data writes run inline: none is punted to an io_uri
     o.duration_s = 0.6;
     o.output = f.path;
     o.build_ids = false;
+    o.threads = threads;
     std::ostringstream log;
     RecordSummary sum;
     REQUIRE(run_record(o, source, log, &sum) == 0);
     INFO(log.str());
+    CHECK(source.offered() == sum.total.samples + sum.kernel_lost);
+    std::string err;
+    auto file = read_perf_data(f.path, &err);
+    REQUIRE(file);
+    CHECK(file->counts.samples == sum.total.samples);
     uint64_t punted = 0;
     REQUIRE(::read(counter.get(), &punted, sizeof punted) == ssize_t(sizeof punted));
     REQUIRE(sum.o_direct);
@@ -226,5 +237,7 @@ TEST_CASE("on ext4, O_DIRECT data writes run inline: none is punted to an io_uri
     const std::string text = log.str();
     REQUIRE(std::regex_search(text, m, std::regex("preallocated in ([0-9]+) steps")));
     CHECK(std::stoul(m[1]) >= 2);  // at setup and at least once while writing
-    CHECK(punted == 0);
+    // One collector: none. Several: a write can still meet another collector's allocation between
+    // its check and its submit (rare; correct either way).
+    if (threads == "1") CHECK(punted == 0);
 }
