@@ -43,6 +43,8 @@ class RecordPlan {
 public:
     // The smallest ring the record falls back to when locked memory is short (16 KiB).
     static constexpr size_t kMinRingPages = 4;
+    // Staging buffers (of --staging-kb, 1 MiB) when --staging-buffers is not given.
+    static constexpr size_t kDefaultStagingBuffers = 64;
 
     // Memory a record needs beyond its staging buffers (code, heap, page cache of the output) when a
     // memory cgroup limit applies. Ring memory is not charged to the cgroup (measured: 2 x 64 MiB

@@ -106,8 +106,9 @@ RecordPlan RecordPlan::make(const RecordOptions& opts, const RingSource& source,
     p.ring_pages_given_ = opts.mmap_pages != 0;
     p.ring_pages_ = opts.mmap_pages ? opts.mmap_pages : default_ring_pages(rings, host.can_lock_memory, host.page_size);
     // Staging is what rides out a slow write before the rings start to fill (README, Performance:
-    // 4 buffers lost samples at 10 kHz dwarf; 16 x 1 MiB did not).
-    p.staging_buffers_ = opts.staging_buffers ? opts.staging_buffers : std::clamp<size_t>(rings + 2, 16, 64);
+    // at 40 kHz dwarf on 2 CPUs, 16 x 1 MiB lost samples in 4 runs of 4, 32 in 1 of 4, 64 in none
+    // of 8). Shared out among the collectors.
+    p.staging_buffers_ = opts.staging_buffers ? opts.staging_buffers : kDefaultStagingBuffers;
     p.staging_buffer_bytes_ = opts.staging_buffer_bytes;
     if (host.memory_limit) p.fit_staging(opts, host);
     p.loop_.backend = source.level_triggered_ok() ? opts.backend : Backend::Uring;

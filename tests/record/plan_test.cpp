@@ -141,13 +141,16 @@ TEST_CASE("plan: -F above kernel.perf_event_max_sample_rate is refused with the 
     CHECK_NOTHROW(RecordPlan::make(options({"-a", "-F", "100000"}), src, host()));
 }
 
-TEST_CASE("staging: one buffer per ring and two more, between 16 and 64, unless given", "[plan]") {
+TEST_CASE("staging: 64 x 1 MiB whatever the number of rings, unless given", "[plan]") {
     PerfSource two({parse_event("cpu-clock")}, cpus(2)), forty({parse_event("cpu-clock")}, cpus(40)),
         hundred({parse_event("cpu-clock")}, cpus(100));
     const RecordOptions o = options({"-a"});
-    CHECK(RecordPlan::make(o, two, host()).staging_buffers() == 16);
-    CHECK(RecordPlan::make(o, forty, host()).staging_buffers() == 42);
-    CHECK(RecordPlan::make(o, hundred, host()).staging_buffers() == 64);
+    for (PerfSource* s : {&two, &forty, &hundred}) {
+        const RecordPlan p = RecordPlan::make(o, *s, host());
+        CHECK(p.staging_buffers() == 64);
+        CHECK(p.staging_buffer_bytes() == 1024 * 1024);
+        CHECK(p.loop().writes_in_flight == 64);
+    }
     const RecordPlan given = RecordPlan::make(options({"-a", "--staging-buffers", "3", "--staging-kb", "64"}), two, host());
     CHECK(given.staging_buffers() == 3);
     CHECK(given.staging_buffer_bytes() == 64 * 1024);

@@ -151,14 +151,14 @@ TEST_CASE("RLIMIT_FSIZE: no SIGXFSZ death, the file keeps what fit, exit 1 namin
     CHECK(stats.count("SAMPLE") > 0);
 }
 
-TEST_CASE("a memory cgroup limit: staging is sized to fit (8-16 MiB) or left alone (64 MiB), never killed",
+TEST_CASE("a memory cgroup limit: staging is sized to fit (8-16 MiB) or left alone (128 MiB), never killed",
           "[unattended]") {
     require_kernel();
     const std::string perf = require_perf();
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     skip_test("built with a sanitizer: its shadow memory alone is more than an 8 MiB cgroup allows");
 #endif
-    for (const std::string limit : {"8M", "16M", "64M"}) {
+    for (const std::string limit : {"8M", "16M", "128M"}) {
         INFO("memory limit " << limit);
         MemoryCgroup cg(limit);
         OpenDir d;
@@ -172,7 +172,7 @@ TEST_CASE("a memory cgroup limit: staging is sized to fit (8-16 MiB) or left alo
         INFO(text);
         CHECK(rc == 0);
         const bool fitted = text.find("the memory cgroup limit is ") != std::string::npos;
-        CHECK(fitted == (limit != "64M"));
+        CHECK(fitted == (limit != "128M"));
         CHECK(perf_report_stats(perf, out).ok());
     }
 }
