@@ -259,8 +259,11 @@ public:
             fds_.emplace_back(fd);
         }
     }
-    void start() {
-        for (auto& fd : fds_) ioctl(fd.get(), PERF_EVENT_IOC_ENABLE, 0);
+    void start() {  // counts from zero for each run
+        for (auto& fd : fds_) {
+            ioctl(fd.get(), PERF_EVENT_IOC_RESET, 0);
+            ioctl(fd.get(), PERF_EVENT_IOC_ENABLE, 0);
+        }
     }
     long long stop() {
         if (fds_.empty()) return -1;
