@@ -200,7 +200,8 @@ punt_start() {  # punt_start FILE
 punt_stop() {  # punt_stop FILE -> the count, or "n/a"
     if [ "$PUNTS" != 1 ]; then echo n/a; return; fi
     kill -INT "$PUNT_PID" 2>/dev/null || true
-    wait "$PUNT_PID" 2>/dev/null || true
+    # Called as $(punt_stop ...), a subshell, where `wait` cannot wait for perf: poll until it is gone.
+    while kill -0 "$PUNT_PID" 2>/dev/null; do sleep 0.05; done
     awk -F, -v ev="$PUNT_EVENT" '$3 == ev { n = $1 } END { print (n == "" ? "n/a" : n) }' "$1"
 }
 
