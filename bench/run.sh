@@ -10,7 +10,7 @@
 #
 # For each workload the two collectors run ALTERNATELY (perf,ringcap / ringcap,perf / ...), with
 # the same events, frequency, ring size (-m; workloads 6-7: each tool's default) and duration, both
-# as `COLLECTOR record -a ... -- sleep S`.
+# as `COLLECTOR record -a ... -- sleep S`. Each run starts after `sync`, on a quiet disk.
 # Per tool it prints the median over the runs of:
 #   samples    PERF_RECORD_SAMPLE records in the file            (perf report --stats, "SAMPLE events")
 #   lost       samples the kernel dropped, per the kernel's per-event counter (PERF_FORMAT_LOST),
@@ -219,6 +219,10 @@ run_one() {
     fi
     echo "${cmd[*]}" >"$log"
     local status=0
+    # Start on a quiet disk: perf leaves its file (over 1 GB at 40 kHz dwarf) in the page cache, and
+    # its writeback during the next run took disk bandwidth from that run (ringcap, writing as it
+    # captures, lost up to 44 % in the run after a perf run; 0 after a sync).
+    sync
     punt_start "$WORK/punts"
     "$BT" run "$res" -- "${cmd[@]}" 2>>"$log" >/dev/null || status=$?
     local punted
@@ -247,7 +251,8 @@ run_one() {
             line=$(grep -E '^ringcap: samples=' "$log" | tail -1 || true)
             if [ -n "$line" ]; then
                 rs=$(sed -E 's/.* samples=([0-9]+).*/\1/' <<<"$line")
-                rl=$(sed -E 's/.* lost=([0-9]+).*/\1/' <<<"$line")
+                # The sampled events' kernel-lost, as perf's count (the tracking event's are apart).
+                rl=$(awk '/^  event .*: samples [0-9]+, kernel-lost [0-9]+$/ { s += $NF } END { printf "%d\n", s }' "$log")
                 if [ "$rs" = "$samples" ]; then self="ok"; else self="samples:self=$rs,perf=$samples"; fi
                 if [ "$rl" != "$lost" ] && [ "$rl" != "$lostrec" ]; then
                     [ "$self" = ok ] && self=""
