@@ -68,7 +68,7 @@ public:
     // The source's events' attrs for rings of `pages` pages, in the source's order.
     std::vector<perf_event_attr> attrs(size_t pages, std::string* note = nullptr) const;
 
-    // Staging: --staging-buffers, else one buffer per ring and two more, between 16 and 64.
+    // Staging: --staging-buffers, else kDefaultStagingBuffers (fitted to a memory cgroup limit).
     size_t staging_buffers() const { return staging_buffers_; }
     size_t staging_buffer_bytes() const { return staging_buffer_bytes_; }
     // The loop for all rings and as many writes in flight as staging buffers. A source whose fds stay
