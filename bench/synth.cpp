@@ -52,6 +52,7 @@
 
 #include "ringcap/recorder.hpp"
 #include "ringcap/sys.hpp"
+#include "testkit/punt_counter.hpp"
 #include "testkit/synthetic_source.hpp"
 
 using namespace ringcap;
@@ -239,24 +240,18 @@ double write_gbps(const std::string& dir, unsigned depth, double seconds, bool* 
 class PuntCounter {
 public:
     PuntCounter() {
-        auto id = read_text_file("/sys/kernel/tracing/events/io_uring/io_uring_queue_async_work/id");
-        if (!id) id = read_text_file("/sys/kernel/debug/tracing/events/io_uring/io_uring_queue_async_work/id");
-        if (!id) return;
-        const std::string filter =
-            "opcode == " + std::to_string(IORING_OP_WRITE_FIXED) + " || opcode == " + std::to_string(IORING_OP_WRITE);
-        for (int cpu : online_cpus()) {
-            perf_event_attr attr{};
-            attr.size = sizeof attr;
-            attr.type = PERF_TYPE_TRACEPOINT;
-            attr.config = std::stoull(*id);
-            attr.disabled = 1;
-            const int fd = int(syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
-            if (fd < 0 || ioctl(fd, PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0) {
-                if (fd >= 0) close(fd);
-                fds_.clear();
-                return;
+        try {
+            std::string why;
+            for (int cpu : online_cpus()) {
+                UniqueFd fd = open_punt_counter(cpu, true, &why);
+                if (!fd) {
+                    fds_.clear();
+                    return;
+                }
+                fds_.push_back(std::move(fd));
             }
-            fds_.emplace_back(fd);
+        } catch (const Error&) {
+            fds_.clear();  // the filter refused: not counted (-1)
         }
     }
     void start() {  // counts from zero for each run

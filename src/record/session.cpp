@@ -206,9 +206,16 @@ void Session::write_own(std::vector<std::byte>& bytes, bool pad) {
     // The session's own records, at offsets reserved like the collectors' buffers; padded to 4 KiB
     // when more data follows.
     if (pad) append_padding(bytes, (kStagingAlign - bytes.size() % kStagingAlign) % kStagingAlign);
-    if (bytes.empty()) return;
-    const uint64_t offset = space_->reserve(bytes.size());
-    if (const int err = output_->write_block(offset, bytes.data(), bytes.size()); err && !write_error_) write_error_ = err;
+    if (!bytes.empty()) write_reserved(bytes.data(), bytes.size());
+}
+
+uint64_t Session::write_reserved(const void* p, size_t len) {
+    const uint64_t offset = space_->reserve(len);
+    if (const int err = output_->write_block(offset, p, len)) {
+        if (!write_error_) write_error_ = err;
+        return 0;
+    }
+    return offset + len;
 }
 
 void Session::write_start() {

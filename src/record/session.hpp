@@ -37,6 +37,9 @@ private:
     void print_setup(const RecordPlan& plan, size_t ring_pages) const;
     void write_start();
     void write_own(std::vector<std::byte>& bytes, bool pad);
+    // Reserves `len` bytes of the data section and writes them there (synchronously, on this thread):
+    // the end offset, or 0 after a failure (write_error_ set).
+    uint64_t write_reserved(const void* p, size_t len);
     void stop();
     void finish();
     RecordSnapshot snapshot() const;

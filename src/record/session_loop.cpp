@@ -85,24 +85,24 @@ void Session::round() {
     if (round_ != 0) {
         for (const auto& c : collectors_)
             if (c->round_done() < round_) return;  // not yet
-        alignas(4096) static std::byte marker[kStagingAlign];
-        static const bool built = [] {
+        // One 4 KiB block, aligned so that it goes out O_DIRECT: the marker, then padding.
+        struct alignas(kStagingAlign) Block {
+            std::byte bytes[kStagingAlign];
+        };
+        static const Block marker = [] {
+            std::vector<std::byte> b(sizeof(perf_event_header));
             const perf_event_header fr = finished_round_record();
-            std::memcpy(marker, &fr, sizeof fr);
-            std::vector<std::byte> pad;
-            append_padding(pad, sizeof marker - sizeof fr);
-            std::memcpy(marker + sizeof fr, pad.data(), pad.size());
-            return true;
+            std::memcpy(b.data(), &fr, sizeof fr);
+            append_padding(b, kStagingAlign - sizeof fr);
+            Block m;
+            std::memcpy(m.bytes, b.data(), kStagingAlign);
+            return m;
         }();
-        (void)built;
-        const uint64_t at = space_->reserve(sizeof marker);
-        if (const int err = output_->write_block(at, marker, sizeof marker)) {
-            if (!write_error_) write_error_ = err;
-            return;
-        }
+        const uint64_t end = write_reserved(marker.bytes, sizeof marker.bytes);
+        if (end == 0) return;
         // Only data beyond the marker calls for another round: the marker itself is not new data
         // (else an idle capture would write a marker every 100 ms forever).
-        round_data_ = at + sizeof marker;
+        round_data_ = end;
         ++rounds_;
         last_round_ = now;
         round_ = 0;

@@ -172,9 +172,9 @@ void Writer::wait_idle(LoopHandler* sources) {
     // Buffers held for an allocation (ready or deferred) go out once it is done. Another collector's
     // allocation completes on its own loop, which then wakes this one (FileSpace::on_allocated).
     // This writer's own allocation is waited for too: the others may be holding writes for it.
-    while (in_flight_ > 0 || pool_.has_ready() || allocating_) {
-        if (!space_.allocating() || error_) queue_ready();
-        if (in_flight_ == 0 && !pool_.has_ready() && !allocating_) break;
+    for (;;) {
+        queue_ready();  // holds everything itself while an allocation runs
+        if (in_flight_ == 0 && !pool_.has_ready() && !allocating_) return;
         loop_.run_once(handler, true);
     }
 }

@@ -17,6 +17,7 @@
 #include "ringcap/recorder.hpp"
 #include "ringcap/sys.hpp"
 #include "testkit/perf_data_reader.hpp"
+#include "testkit/punt_counter.hpp"
 #include "testkit/synthetic_source.hpp"
 #include "tools.hpp"
 
@@ -193,20 +194,12 @@ TEST_CASE("on ext4, O_DIRECT data writes run inline: none is punted to an io_uri
     const std::string dir = f.path.substr(0, f.path.rfind('/'));
     REQUIRE(::statfs(dir.c_str(), &fs) == 0);
     if (fs.f_type != EXT4_SUPER_MAGIC) skip_test(dir + " is not ext4 (set TMPDIR to an ext4 directory)");
-    // Writes io_uring queues to a worker: io_uring:io_uring_queue_async_work for WRITE_FIXED and
-    // WRITE, counted in this thread and the threads it starts (the collector's and the producer's).
-    auto id = read_text_file("/sys/kernel/tracing/events/io_uring/io_uring_queue_async_work/id");
-    if (!id) skip_test("tracefs is not mounted at /sys/kernel/tracing (mount -t tracefs nodev /sys/kernel/tracing)");
-    perf_event_attr attr{};
-    attr.size = sizeof attr;
-    attr.type = PERF_TYPE_TRACEPOINT;
-    attr.config = std::stoull(*id);
-    attr.inherit = 1;
-    UniqueFd counter(int(syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC)));
-    if (!counter) skip_test(std::string("perf_event_open on the tracepoint: ") + std::strerror(errno));
-    const std::string filter =
-        "opcode == " + std::to_string(IORING_OP_WRITE_FIXED) + " || opcode == " + std::to_string(IORING_OP_WRITE);
-    REQUIRE(ioctl(counter.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) == 0);
+    // Writes io_uring queues to a worker, counted in this thread and the threads it starts (the
+    // collectors' and the producer's).
+    std::string why;
+    UniqueFd counter;
+    REQUIRE_NOTHROW(counter = open_punt_counter(-1, false, &why));
+    if (!counter) skip_test(why);
 
     // At the maximum rate for 0.6 s: hundreds of MB, so several 64 MiB chunks are allocated while
     // writes are in flight.
