@@ -6,7 +6,8 @@
 #    4 context-switch storm, 5 the same with the sched:sched_switch tracepoint, 6 and 7 = 1 and 2
 #    with each tool's default ring size, 8 the synthetic many-ring benchmark, ringcap only,
 #    9 = 7 with ringcap --threads 2, 10 the synthetic benchmark at max rate with 1, 2 and 4
-#    collector threads)
+#    collector threads, 11 and 12 = 1 and 7 with -z for both tools (zstd level 1), 13 the
+#    synthetic benchmark with -z: what one collector compresses, and the ratio)
 #
 # For each workload the two collectors run ALTERNATELY (perf,ringcap / ringcap,perf / ...), with
 # the same events, frequency, ring size (-m; workloads 6-7: each tool's default) and duration, both
@@ -69,7 +70,7 @@ ROOT=$(dirname "$HERE")
 PERF=${PERF:-perf}
 RAW=0
 KEEP=""
-ONLY="1,2,3,4,5,6,7,8,9,10"
+ONLY="1,2,3,4,5,6,7,8,9,10,11,12,13"
 QUICK=0
 
 usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -385,6 +386,25 @@ print_table() {  # print_table WL TITLE
         }' "$RESULTS"
 }
 
+per_sample() {  # per_sample WL: medians of bytes/sample and cpu_s/sample per tool, and their ratio
+    awk -F'\t' -v wl="$1" '
+        function median(a, n,   i, j, t) {
+            for (i = 2; i <= n; i++) { t = a[i]; j = i - 1; while (j >= 1 && a[j] > t) { a[j+1] = a[j]; j-- } a[j+1] = t }
+            return (n % 2) ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
+        }
+        $1 == wl && $12 == 1 && $5 > 0 { t = $2; k = ++n[t]; B[t, k] = $10 / $5; C[t, k] = 1e6 * $8 / $5 }
+        END {
+            for (ti = split("perf ringcap", T, " "); ti >= 1; ti--) {
+                t = T[ti]; if (!n[t]) continue
+                for (k = 1; k <= n[t]; k++) { b[k] = B[t, k]; c[k] = C[t, k] }
+                mb[t] = median(b, n[t]); mc[t] = median(c, n[t])
+            }
+            if (n["perf"] && n["ringcap"])
+                printf "  per captured sample (medians of each run): bytes perf %.1f, ringcap %.1f (ratio %.3f); CPU us perf %.2f, ringcap %.2f (ratio %.3f)\n",
+                    mb["perf"], mb["ringcap"], mb["ringcap"] / mb["perf"], mc["perf"], mc["ringcap"], mc["ringcap"] / mc["perf"]
+        }' "$RESULTS"
+}
+
 flush_notes() {
     if [ -s "$NOTES" ]; then cat "$NOTES"; : >"$NOTES"; fi
 }
@@ -405,6 +425,7 @@ echo "callchains in workloads 1-2: ${CALLGRAPH:-none}; workload 5 ($SCHED_EVENT)
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 RING_FLAG=(-m "$MMAP")  # workloads 6-7 clear it: each tool's default ring size
 RINGCAP_EXTRA=()        # workloads 6-7: -v, to log the ring size ringcap chose
+BOTH_EXTRA=()           # workloads 11-12: -z, added to both tools' flags
 
 # busy_workload HZ same|default [RINGCAP_FLAGS...]: cpu-clock at HZ on both CPUs kept busy, with the
 # same ring size for both tools (-m $MMAP, workloads 1-2) or each tool's default (workloads 6-7, 9),
@@ -413,6 +434,7 @@ busy_workload() {
     local hz=$1 rings=$2 wl="busy$(( $1 / 1000 ))k" ring_text="-m $MMAP"
     shift 2
     local -a args=(-a -e cpu-clock -F "$hz" $CALLGRAPH)
+    if [ ${#BOTH_EXTRA[@]} -gt 0 ]; then wl="$wl$(echo "${BOTH_EXTRA[@]}" | tr -d ' =-')"; args+=("${BOTH_EXTRA[@]}"); fi
     if [ "$rings" = default ]; then
         wl="$wl-default"; ring_text="no -m"
         RING_FLAG=(); RINGCAP_EXTRA=(-v)
@@ -426,6 +448,11 @@ busy_workload() {
     RING_FLAG=(-m "$MMAP"); RINGCAP_EXTRA=()
     print_table "$wl" "busy $((hz / 1000)) kHz$([ "$rings" = default ] && echo ", default rings") (${args[*]}, ${DURATION} s, $ring_text, 2 busy loops)"
     [ -n "$CALLGRAPH_NOTE" ] && echo "  note: $CALLGRAPH_NOTE"
+    # With -z: bytes per sample and CPU per captured sample of each tool, and ringcap's compression.
+    if [ ${#BOTH_EXTRA[@]} -gt 0 ]; then
+        per_sample "$wl"
+        grep -h '^ringcap: compressed' "$WORK/$wl"-ringcap-*.log 2>/dev/null | sed 's/^ringcap: /  ringcap run: /' || true
+    fi
     # The size ringcap picked (perf's default is 128 data pages, its mlock default).
     if [ "$rings" = default ]; then
         grep -h -m1 -E 'ring\(s\) of' "$WORK/$wl-ringcap-1.log" 2>/dev/null | sed 's/^/  /' || true
@@ -472,6 +499,8 @@ fi
 want 6 && busy_workload 10000 default
 want 7 && busy_workload 40000 default
 want 9 && busy_workload 40000 default --threads 2
+if want 11; then BOTH_EXTRA=(-z); busy_workload 10000 same; BOTH_EXTRA=(); fi
+if want 12; then BOTH_EXTRA=(-z); busy_workload 40000 default; BOTH_EXTRA=(); fi
 
 if want 8; then
     echo
@@ -497,6 +526,19 @@ if want 10; then
         "$SYNTHBENCH" "${synth_args[@]}" || echo "  ! ringcap_synthbench failed (exit $?)"
     else
         echo "workload 10 skipped: no ringcap_synthbench next to $RINGCAP (set SYNTHBENCH=...)"
+    fi
+fi
+
+if want 13; then
+    echo
+    if [ -x "$SYNTHBENCH" ]; then
+        # -z: the uncompressed MB/s one collector takes in and compresses, and the ratio (synthetic
+        # samples: a header and a stack that changes a little from sample to sample).
+        synth_args=(--dirs "$WORK" --rings 256 --modes fixed,max --compress 1 --perf "$PERF")
+        [ "$QUICK" = 1 ] && synth_args+=(--duration 1)
+        "$SYNTHBENCH" "${synth_args[@]}" || echo "  ! ringcap_synthbench failed (exit $?)"
+    else
+        echo "workload 13 skipped: no ringcap_synthbench next to $RINGCAP (set SYNTHBENCH=...)"
     fi
 fi
 

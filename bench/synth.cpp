@@ -6,8 +6,12 @@
 //
 //   ringcap_synthbench [--rings 1,16,64,256,512] [--total-mb 1024] [--duration 2] [--record-bytes 8192]
 //                      [--pages 128] [--staging-buffers N] [--staging-kb 1024] [--dirs DIR,...]
-//                      [--threads 1,2,4] [--modes fixed,max] [--json] [--perf PERF|none] [--keep]
+//                      [--threads 1,2,4] [--modes fixed,max] [--compress LEVEL] [--json] [--perf PERF|none]
+//                      [--keep]
 //
+// --compress: record with -z LEVEL; the samples' stacks are then varied copies of a random template
+// (not one repeated byte, which zstd would take at memory speed), and each run also prints the
+// uncompressed MB/s the collector compressed, the ratio and the CPU the encoder spent.
 // --threads: a run per number of collector threads (ringcap record --threads=N; default 1). --modes:
 // the fixed total rate, the maximum rate, or both (default). --json: one JSON object per run, per
 // line, on stdout instead of the table (the headings go to stderr). punted (punted_writes): data
@@ -74,13 +78,14 @@ struct Args {
     std::vector<unsigned> threads{1};
     bool fixed = true, max = true;  // --modes fixed,max
     bool json = false;
+    int compress = 0;     // --compress LEVEL: ringcap record -z LEVEL
     std::string backend;  // "", uring or epoll (ringcap record --backend)
 };
 
 [[noreturn]] void usage(const char* why) {
     std::fprintf(stderr,
                  "ringcap_synthbench: %s\nusage: ringcap_synthbench [--rings 1,16,64,256,512] [--total-mb 1024] "
-                 "[--duration 2] [--record-bytes 8192] [--pages 128] [--staging-buffers N] [--staging-kb 1024] [--dirs DIR,...] [--threads 1,2,4] [--modes fixed,max] [--json] [--perf PERF|none] [--keep]\n",
+                 "[--duration 2] [--record-bytes 8192] [--pages 128] [--staging-buffers N] [--staging-kb 1024] [--dirs DIR,...] [--threads 1,2,4] [--modes fixed,max] [--compress LEVEL] [--json] [--perf PERF|none] [--keep]\n",
                  why);
     std::exit(2);
 }
@@ -121,6 +126,7 @@ Args parse(int argc, char** argv) {
             if (!a.fixed && !a.max) usage("--modes takes fixed, max or fixed,max");
         }
         else if (k == "--json") a.json = true;
+        else if (k == "--compress") a.compress = std::stoi(val());
         else if (k == "--backend") a.backend = val();
         else usage(("unknown option " + k).c_str());
     }
@@ -280,6 +286,8 @@ struct ChildResult {
     double seconds = 0, reader_cpu = 0;  // reader_cpu: the collector threads'
     uint64_t offered = 0, samples = 0, dropped = 0, file_bytes = 0, ring_bytes = 0, staging_bytes = 0;
     uint64_t cqes = 0, writes = 0, staging_full = 0;
+    uint64_t compress_in = 0, compress_out = 0;  // -z
+    double compress_cpu = 0;
     bool o_direct = false;
     // Per-ring fairness: samples each ring delivered and samples each ring lost (PERF_RECORD_LOST in
     // its stream), min / median / max over the rings, and the mean of the first and the last eighth
@@ -324,6 +332,7 @@ ChildResult run_child(const Args& a, unsigned rings, unsigned threads, double mb
         cfg.rings = rings;
         cfg.mb_per_ring = mb_per_ring;
         cfg.record_bytes = a.record_bytes;
+        cfg.varied_stacks = a.compress > 0;
         SyntheticSource source(cfg);
         RecordOptions o;
         o.mmap_pages = a.pages;
@@ -333,6 +342,7 @@ ChildResult run_child(const Args& a, unsigned rings, unsigned threads, double mb
         o.output = out;
         o.build_ids = false;
         o.threads = std::to_string(threads);
+        o.compression_level = a.compress;
         if (a.backend == "uring") o.backend = Backend::Uring;
         if (a.backend == "epoll") o.backend = Backend::Epoll;
         o.argv = {"ringcap_synthbench", "--rings", std::to_string(rings)};
@@ -357,6 +367,9 @@ ChildResult run_child(const Args& a, unsigned rings, unsigned threads, double mb
         res.writes = sum.writes;
         res.staging_full = sum.total.partial_drains;
         res.o_direct = sum.o_direct;
+        res.compress_in = sum.compress_input;
+        res.compress_out = sum.compressed_bytes;
+        res.compress_cpu = sum.compress_cpu_seconds;
         std::vector<uint64_t> per_samples, per_lost;
         for (const auto& c : sum.cpus) {
             per_samples.push_back(c.ring.samples);
@@ -477,10 +490,14 @@ int sweep(const Args& a, const std::string& dir, double mc) {
                 std::printf("{\"dir\":\"%s\",\"rings\":%u,\"threads\":%u,\"mode\":\"%s\",\"offered_mbps\":%.1f,"
                             "\"written_mbps\":%.1f,\"write_limit_mbps\":%.1f,\"o_direct\":%s,\"dropped_pct\":%.4f,"
                             "\"dropped\":%llu,\"collector_cpu_s\":%.3f,\"collector_cpu_s_per_gb\":%.3f,"
-                            "\"punted_writes\":%lld,\"rss_mb\":%.1f,\"ring_staging_mb\":%.1f,\"perf_check\":\"%s\"}\n",
+                            "\"punted_writes\":%lld,\"rss_mb\":%.1f,\"ring_staging_mb\":%.1f,\"perf_check\":\"%s\","
+                            "\"compression_level\":%d,\"compressed_input_mbps\":%.1f,\"compression_ratio\":%.2f,"
+                            "\"compress_cpu_s\":%.3f}\n",
                             dir.c_str(), n, t, per > 0 ? "fixed" : "max", offer_mbs, write_mbs, wlim * 1e3,
                             r.o_direct ? "true" : "false", drop_pct, (unsigned long long)r.dropped, r.reader_cpu,
-                            gb > 0 ? r.reader_cpu / gb : 0.0, row.punted, row.maxrss_mb, mem_mb, row.perf_check.c_str());
+                            gb > 0 ? r.reader_cpu / gb : 0.0, row.punted, row.maxrss_mb, mem_mb, row.perf_check.c_str(),
+                            a.compress, double(r.compress_in) / r.seconds / 1e6,
+                            r.compress_out ? double(r.compress_in) / double(r.compress_out) : 0.0, r.compress_cpu);
                 std::fflush(stdout);
                 if (!a.keep) remove_output(out);
                 continue;
@@ -492,6 +509,12 @@ int sweep(const Args& a, const std::string& dir, double mc) {
                         100.0 * write_mbs / 1e3 / mc, drop_pct, (unsigned long long)r.dropped, r.reader_cpu,
                         gb > 0 ? r.reader_cpu / gb : 0.0, row.maxrss_mb, mem_mb, row.maxrss_mb - mem_mb,
                         (unsigned long long)r.staging_full, row.punted, row.perf_check.c_str());
+            if (a.compress > 0)
+                std::printf("      -z %d: compressed %.0f MB/s of records (%.1f MB in %.2f s) at %.1fx, encoder CPU %.2f s "
+                            "(%.0f MB per CPU second); the other columns count the compressed file\n",
+                            a.compress, double(r.compress_in) / r.seconds / 1e6, double(r.compress_in) / 1e6, r.seconds,
+                            r.compress_out ? double(r.compress_in) / double(r.compress_out) : 0.0, r.compress_cpu,
+                            r.compress_cpu > 0 ? double(r.compress_in) / 1e6 / r.compress_cpu : 0.0);
             if (n > 1)
                 std::printf("      per ring: samples min/med/max %llu/%llu/%llu, first/last 1/8 %.0f/%.0f; "
                             "lost min/med/max %llu/%llu/%llu, first/last 1/8 %.0f/%.0f\n",

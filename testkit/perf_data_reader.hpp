@@ -1,5 +1,6 @@
 // Test kit (tests and bench only, not in the product): a minimal reader of perf.data files (file
-// mode): header, attrs with ids, event names from EVENT_DESC, and a walk over the data section. The
+// mode): header, attrs with ids, event names from EVENT_DESC, and a walk over the data section
+// (decompressing COMPRESSED records with libzstd). The
 // tests use it to count what a file holds independently of the recorder's counters.
 #pragma once
 
@@ -25,6 +26,13 @@ struct FileCounts {
     std::map<uint64_t, uint64_t> samples_per_id;
     uint64_t unknown_ids = 0;     // samples whose id matches no attr
     bool truncated = false;       // the data section ends inside a record
+    // -z: COMPRESSED records (their records are counted above as well), what they decompressed to,
+    // errors (including records that decompress to nothing, which perf 6.1 rejects), and bytes left
+    // over at the end that are not a whole record.
+    uint64_t compressed_records = 0;
+    uint64_t decompressed_bytes = 0;
+    uint64_t decompress_errors = 0;
+    uint64_t compressed_leftover = 0;
 };
 
 struct PerfDataFile {

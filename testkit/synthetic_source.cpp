@@ -177,6 +177,12 @@ void SyntheticSource::produce(unsigned thread) {
     s.regs_abi = PERF_SAMPLE_REGS_ABI_NONE;
     s.stack_size = stack;
     const uint64_t dyn_size = stack;
+    std::vector<std::byte> stack_template(cfg_.varied_stacks ? stack : 0);
+    uint64_t x = 0x2545F4914F6CDD1Dull;
+    for (auto& b : stack_template) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        b = std::byte(x);
+    }
 
     // A rated producer offers each ring's due samples once per tick. The kernel's producer is smooth;
     // ours is smooth enough if a tick's burst is at most an eighth of the ring: 1 ms, shorter for fast
@@ -206,6 +212,7 @@ void SyntheticSource::produce(unsigned thread) {
             } else {
                 want = (room_end - r->head) / rec_size;  // as many as fit, never drops
             }
+            if (cfg_.samples_per_ring) want = std::min(want, cfg_.samples_per_ring - (r->written + r->dropped));
             const uint64_t head0 = r->head;
             for (uint64_t k = 0; k < want; ++k) {
                 if (r->unreported) {
@@ -234,12 +241,22 @@ void SyntheticSource::produce(unsigned thread) {
                 s.id = r->id;
                 s.ip = 0x400000 + ((r->written & 0xff) << 4);
                 s.tid = pid;
-                s.time = now;
+                // Counted times are unique across rings (ids are consecutive), so perf sorts them alike.
+                s.time = cfg_.samples_per_ring ? 1000000 + (r->written * producers_.size() + (r->id - first_id_)) * 100 : now;
                 s.cpu = r->cpu;
                 r->put(r->head, &s, sizeof s);
                 // The stack bytes are written too, as the kernel copies a real stack: the reader then
                 // finds them where a real producer leaves them (recently written, by another CPU).
-                r->fill(r->head + sizeof s, int(r->written & 0xff), stack);
+                if (cfg_.varied_stacks) {
+                    // Only the words that vary are written per sample; the rest is the template's.
+                    for (size_t w = (r->written % 16) * 8; w + 8 <= stack; w += 128) {
+                        const uint64_t v = r->written * 0x9E3779B97F4A7C15ull + w;
+                        std::memcpy(stack_template.data() + w, &v, 8);
+                    }
+                    r->put(r->head + sizeof s, stack_template.data(), stack);
+                } else {
+                    r->fill(r->head + sizeof s, int(r->written & 0xff), stack);
+                }
                 r->put(r->head + sizeof s + stack, &dyn_size, sizeof dyn_size);
                 r->head += rec_size;
                 __atomic_store_n(&r->written, r->written + 1, __ATOMIC_RELAXED);  // single writer

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "ringcap/encoder.hpp"
 #include "ringcap/loop.hpp"
 #include "ringcap/ring.hpp"
 #include "ringcap/source.hpp"
@@ -30,6 +31,7 @@ struct CollectorConfig {
     bool track_dsos = false;         // remember the ELF files mapped executable (BUILD_ID feature)
     int realtime_priority = 0;       // -r: SCHED_FIFO for the collector's thread (0 = normal)
     double tick_seconds = 0.5;       // idle flush; bounds what a crash loses to about this much
+    int compression_level = 0;       // -z: zstd level of the encoder stage (0 = off: no encoder, no copy)
 };
 
 // How run() ended.
@@ -68,6 +70,7 @@ struct CollectorSnapshot {
     std::vector<EventCounters> events;  // by event index
     LoopStats loop;
     WriterStats writer;
+    EncoderStats encoder;             // -z
     uint64_t hangups = 0;             // fds retired after POLLHUP/POLLERR
     uint64_t waits_after_hangup = 0;  // loop waits once every ring had hung up (bounded: no spin)
     uint64_t ring_bytes = 0;          // ring memory mapped
@@ -139,6 +142,11 @@ private:
 
     bool pass();
     void flush_idle_staging();
+    // Hands the full staging buffers on: through the encoder (at most `budget` of them) to its
+    // output buffers, then every full buffer to the writer. True if staging buffers are left over.
+    bool send_ready(size_t budget = SIZE_MAX);
+    // Waits for a write to complete (the encoder's output buffers are all full or being written).
+    void wait_for_write();
 
     CollectorControl& control_;
     std::ostream& log_;
@@ -146,6 +154,9 @@ private:
     std::vector<EventCounters> events_;  // before rings_: the readers point into it
     std::vector<RingState> rings_;
     std::unique_ptr<StagingPool> staging_;
+    // -z: the encoder and the buffers of records it writes into, which the writer writes.
+    std::unique_ptr<ZstdEncoder> encoder_;
+    std::unique_ptr<StagingPool> encoded_;
     std::unique_ptr<Loop> loop_;
     std::optional<Writer> writer_;
     std::string fallback_reason_;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <set>
 #include <cstdint>
@@ -37,6 +38,9 @@ public:
     // with O_DIRECT where the file has it (inline, and it never takes the inode lock exclusively as a
     // buffered write does). At most every 250 ms.
     void refresh_header(uint64_t durable);
+    // The feature bits of the headers publish() and refresh_header() write (kAnchorFeatures with -z:
+    // then every data size they are given must end at a compression anchor).
+    void set_crash_features(const uint64_t (&features)[4]) { std::memcpy(crash_features_, features, sizeof features); }
     // Writes `len` bytes at `offset` (the session's own blocks: the records of what already runs,
     // round markers, LOST_SAMPLES), with O_DIRECT when `p`, `len` and `offset` are 4 KiB-aligned.
     // Returns 0 or the errno.
@@ -56,7 +60,7 @@ public:
     // the small feature block did not fit (a full disk), why the file has no features. Throws Error
     // (exit status 1) if the file cannot be cut or its header written.
     std::string finish(uint64_t data_size, const HostInfo& host, const std::vector<EventSpec>& specs,
-                       const std::set<std::string>* dsos);
+                       const std::set<std::string>* dsos, const CompressionFeature* compression = nullptr);
 
 private:
     void write_head(uint64_t data_size);  // header, attrs, ids: synchronously
@@ -71,6 +75,7 @@ private:
     };
     std::unique_ptr<Page> first_page_ = std::make_unique<Page>();
     uint64_t published_size_ = 0;
+    uint64_t crash_features_[4] = {0, 0, 0, 0};
     std::chrono::steady_clock::time_point published_at_{};
 };
 

@@ -33,6 +33,7 @@ struct RecordOptions {
     std::string output = "perf.data";       // -o
     int verbose = 0;                        // -v
     bool build_ids = true;                  // --no-buildid: skip the BUILD_ID feature
+    int compression_level = 0;              // -z[N], --compression-level[=N]: zstd level (0 = off)
     int realtime_priority = 0;              // -r: SCHED_FIFO priority for the collector (0 = normal)
     Backend backend = Backend::Auto;        // --backend uring|epoll (auto: io_uring, else epoll)
     std::string threads;                    // --threads[=N|cpu|core|package|numa]: collectors ("" = one)

@@ -16,6 +16,7 @@ namespace ringcap {
 
 // Feature bits perf knows (tools/perf/util/header.h); we write a subset.
 enum PerfFeature : unsigned {
+    kFeatReserved = 0,
     kFeatTracingData = 1,
     kFeatBuildId = 2,
     kFeatHostname = 3,
@@ -25,6 +26,15 @@ enum PerfFeature : unsigned {
     kFeatNrCpus = 7,
     kFeatCmdline = 11,
     kFeatEventDesc = 12,
+    kFeatCompressed = 27,
+};
+
+// HEADER_COMPRESSED: zstd, its level, the ratio (for display), and the most bytes one
+// PERF_RECORD_COMPRESSED record decompresses to (perf sizes its decompression buffer with it).
+struct CompressionFeature {
+    uint32_t level = 1;
+    uint32_t ratio = 1;
+    uint32_t mmap_len = 0;
 };
 
 struct PerfFileSection {
@@ -79,10 +89,23 @@ struct FeatureBlock {
     std::vector<std::byte> bytes;
     uint64_t bitmap[4] = {0, 0, 0, 0};
 };
-// `tracing_data` / `build_ids`, if not empty, become HEADER_TRACING_DATA / HEADER_BUILD_ID.
+// `tracing_data` / `build_ids`, if not empty, become HEADER_TRACING_DATA / HEADER_BUILD_ID;
+// `compression`, if given, HEADER_COMPRESSED.
 FeatureBlock build_features(const std::vector<AttrEntry>& attrs, const HostInfo& host, uint64_t start,
                             const std::vector<std::byte>& tracing_data = {},
-                            const std::vector<std::byte>& build_ids = {});
+                            const std::vector<std::byte>& build_ids = {},
+                            const CompressionFeature* compression = nullptr);
+
+// Crash safety of compressed files. perf reads the feature index at the end of the data and cannot
+// read COMPRESSED records without HEADER_COMPRESSED, but while recording the data grows into the
+// space after it. A compression anchor is both: a padding record (PERF_RECORD_FINISHED_INIT, which
+// perf skips) of `len` bytes written at file offset `at`, and, for a header whose data ends at `at`
+// with kAnchorFeatures, a feature index: its first entry (feature 0, which perf ignores) is the
+// record's header, the second points at the HEADER_COMPRESSED payload inside the record. So the
+// header may name any anchor as the data's end and it stays valid when the data grows past it.
+inline constexpr size_t kAnchorBytes = 64;
+inline constexpr uint64_t kAnchorFeatures[4] = {(1ull << kFeatReserved) | (1ull << kFeatCompressed), 0, 0, 0};
+std::vector<std::byte> compression_anchor(uint64_t at, size_t len, const CompressionFeature& c);
 
 struct BuildIdEntry {
     std::string filename;  // "[kernel.kallsyms]" for the kernel

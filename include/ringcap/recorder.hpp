@@ -49,6 +49,13 @@ struct RecordSnapshot {
     uint64_t synthesized_records = 0; // COMM/MMAP2/MMAP written from /proc at start
     uint64_t ring_bytes = 0;          // ring memory mapped (control pages + data)
     uint64_t staging_bytes = 0;
+    // -z: staging bytes compressed, the COMPRESSED records they became (bytes, headers included, and
+    // count), frames of poorly compressible data (compressed one block per record), CPU time spent.
+    uint64_t compress_input = 0;
+    uint64_t compressed_bytes = 0;
+    uint64_t compressed_records = 0;
+    uint64_t compressed_chunked = 0;
+    double compress_cpu_seconds = 0;
 };
 
 // One collector thread.
@@ -63,6 +70,7 @@ struct RecordSummary : RecordSnapshot {
     std::string backend;  // "io_uring" or "epoll"
     std::string stop_reason;
     uint64_t file_bytes = 0;  // data section bytes in the file
+    int compression_level = 0;
     bool o_direct = false;
     std::vector<CollectorSummary> collectors;
     std::string command_status;  // what became of the recorded command ("exited with status 3")

@@ -55,8 +55,9 @@ public:
     size_t current_fill() const { return current_ ? fill_ : 0; }
 
     bool has_ready() const { return ready_count_ > 0; }
-    // Oldest full buffer, in stream order.
+    // Oldest full buffer, in stream order; peek_ready() leaves it queued.
     StagingBuffer pop_ready();
+    StagingBuffer peek_ready() const;
     // The partly filled current buffer, if any (used at stop); it counts as taken until release().
     std::optional<StagingBuffer> take_partial();
     // Gives a buffer back once its write completed.

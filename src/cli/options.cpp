@@ -32,6 +32,8 @@ const char* const kRecordUsage =
     "                           alone), core, package or numa node; default one (see README)\n"
     "      --no-direct          buffered writes instead of O_DIRECT (more CPU, no disk I/O while\n"
     "                           recording until the page cache writes back; see README, Performance)\n"
+    "  -z, --compression-level[=N]  compress the data with zstd at level N (1 fastest, the default; up\n"
+    "                           to 22) into PERF_RECORD_COMPRESSED records, as perf record -z\n"
     "  -B, --no-buildid         leave out the BUILD_ID feature (the build-ids of the kernel and of the\n"
     "                           ELF files mapped executable during the record)\n"
     "  -v, --verbose            print the setup (backend, O_DIRECT, sizes)\n"
@@ -139,6 +141,14 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
             else o.threads = "cpu";
             if (!valid_threads_spec(o.threads))
                 bad("--threads takes a number of collectors, or cpu, core, package or numa; got '" + o.threads + "'");
+        } else if (a == "-z" || a == "--compression-level") {
+            // perf's flag, value optional (attached only: -z3, --compression-level=3).
+            o.compression_level = 1;
+            if (has_inline) {
+                const uint64_t n = parse_u64(a, inline_val);
+                if (n < 1 || n > 22) bad(a + ": the zstd level must be between 1 (fastest, the default) and 22");
+                o.compression_level = int(n);
+            }
         } else if (a == "--backend") {
             std::string v = value();
             if (v == "uring" || v == "io_uring") o.backend = Backend::Uring;

@@ -113,7 +113,8 @@ std::vector<std::byte> build_ids_block(const std::vector<AttrEntry>& attrs) {
 }
 
 FeatureBlock build_features(const std::vector<AttrEntry>& attrs, const HostInfo& host, uint64_t start,
-                            const std::vector<std::byte>& tracing_data, const std::vector<std::byte>& build_ids) {
+                            const std::vector<std::byte>& tracing_data, const std::vector<std::byte>& build_ids,
+                            const CompressionFeature* compression) {
     FeatureBlock fb;
     // Payloads first, in bit order; the index of {offset,size} precedes them in the file.
     std::vector<std::pair<unsigned, Out>> feats;
@@ -152,6 +153,15 @@ FeatureBlock build_features(const std::vector<AttrEntry>& attrs, const HostInfo&
             o.raw(a.ids.data(), a.ids.size() * sizeof(uint64_t));
         }
     }
+    if (compression) {
+        // u32 version (0), type (1 = zstd), level, ratio, mmap_len: as perf writes it.
+        Out& o = add(kFeatCompressed);
+        o.put(uint32_t(0));
+        o.put(uint32_t(1));
+        o.put(compression->level);
+        o.put(compression->ratio);
+        o.put(compression->mmap_len);
+    }
     Out out;
     uint64_t off = start + feats.size() * sizeof(PerfFileSection);
     for (auto& [bit, o] : feats) {
@@ -161,6 +171,22 @@ FeatureBlock build_features(const std::vector<AttrEntry>& attrs, const HostInfo&
     for (auto& [bit, o] : feats) out.raw(o.buf.data(), o.size());
     fb.bytes = std::move(out.buf);
     return fb;
+}
+
+std::vector<std::byte> compression_anchor(uint64_t at, size_t len, const CompressionFeature& c) {
+    // [0, 8)   the padding record's header = feature 0's offset (perf skips feature 0)
+    // [8, 16)  feature 0's size
+    // [16, 32) HEADER_COMPRESSED's section: {at + 32, 20}
+    // [32, 52) its payload
+    if (len < kAnchorBytes || len % 8 != 0 || len > kMaxRecordBytes)
+        throw std::invalid_argument("compression anchor: bad length");
+    std::vector<std::byte> b;
+    append_padding(b, len);
+    const PerfFileSection comp{at + 32, 5 * sizeof(uint32_t)};
+    std::memcpy(b.data() + 16, &comp, sizeof comp);
+    const uint32_t payload[5] = {0, 1, c.level, c.ratio, c.mmap_len};
+    std::memcpy(b.data() + 32, payload, sizeof payload);
+    return b;
 }
 
 void append_padding(std::vector<std::byte>& out, size_t n) {

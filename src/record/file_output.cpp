@@ -38,7 +38,7 @@ FileOutput::FileOutput(const std::string& path, bool allow_direct, std::vector<A
 }
 
 void FileOutput::write_head(uint64_t data_size) {
-    const auto head = build_file_head(attrs_, data_offset_, data_size, kNoFeatures);
+    const auto head = build_file_head(attrs_, data_offset_, data_size, crash_features_);
     file_.pwrite_all(head.data(), head.size(), 0);
     std::memcpy(first_page_->bytes, head.data(), std::min<size_t>(head.size(), sizeof first_page_->bytes));
 }
@@ -71,7 +71,7 @@ void FileOutput::refresh_header(uint64_t durable) {
     if (durable == published_size_) return;
     const auto now = std::chrono::steady_clock::now();
     if (now - published_at_ < kHeaderRefresh) return;
-    const PerfFileHeader h = make_file_header(attrs_, data_offset_, durable, kNoFeatures);
+    const PerfFileHeader h = make_file_header(attrs_, data_offset_, durable, crash_features_);
     std::memcpy(first_page_->bytes, &h, sizeof h);
     const size_t len = std::min<size_t>(data_offset_, sizeof first_page_->bytes);
     if (write_block(0, first_page_->bytes, len) != 0) return;  // the final header is written at the end
@@ -105,10 +105,10 @@ void FileOutput::add_ids(size_t event_index, const std::vector<uint64_t>& ids) {
 }
 
 std::string FileOutput::finish(uint64_t data_size, const HostInfo& host, const std::vector<EventSpec>& specs,
-                               const std::set<std::string>* dsos) {
+                               const std::set<std::string>* dsos, const CompressionFeature* compression) {
     const uint64_t feat_start = data_offset_ + data_size;
     FeatureBlock feats = build_features(attrs_, host, feat_start, tracing_payload(specs),
-                                        dsos ? build_id_payload(*dsos) : std::vector<std::byte>{});
+                                        dsos ? build_id_payload(*dsos) : std::vector<std::byte>{}, compression);
     // Cut what a failed write may have left beyond the kept data first: on a full disk that frees
     // the room the feature block needs.
     if (ftruncate(file_.buffered_fd(), off_t(feat_start)) != 0)

@@ -56,6 +56,11 @@ void add(RecordSnapshot& s, const CollectorSnapshot& c) {
     s.hangups += c.hangups;
     s.ring_bytes += c.ring_bytes;
     s.staging_bytes += c.staging_bytes;
+    s.compress_input += c.encoder.bytes_in;
+    s.compressed_bytes += c.encoder.bytes_out;
+    s.compressed_records += c.encoder.records;
+    s.compressed_chunked += c.encoder.chunked;
+    s.compress_cpu_seconds += double(c.encoder.cpu_ns) / 1e9;
 }
 
 }  // namespace
@@ -96,9 +101,11 @@ void Session::start_collectors(const RecordPlan& plan) {
         s.config.staging_buffers = std::max<size_t>(4, plan.staging_buffers() * n / rings.size());
         s.config.loop.writes_in_flight = unsigned(s.config.staging_buffers);
         s.config.staging_buffer_bytes = plan.staging_buffer_bytes();
+        staging_buffer_bytes_ = plan.staging_buffer_bytes();
         s.config.events = specs_.size();
         s.config.track_dsos = opts_.build_ids;
         s.config.realtime_priority = opts_.realtime_priority;
+        s.config.compression_level = opts_.compression_level;
         s.rings = rings.subspan(first, n);
         s.first_ring = first;
         if (!opts_.threads.empty())
@@ -171,6 +178,7 @@ int Session::run(RingSource& source, RecordSummary& sum) {
     sum.stop_reason = stop_reason_;
     sum.file_bytes = file_bytes_;
     sum.o_direct = output_->file().o_direct();
+    sum.compression_level = opts_.compression_level;
     bool failed = write_error_ != 0;
     for (const auto& c : collectors_) {
         failed |= c->cause() == StopCause::WriteError;
@@ -209,6 +217,49 @@ void Session::write_own(std::vector<std::byte>& bytes, bool pad) {
     if (!bytes.empty()) write_reserved(bytes.data(), bytes.size());
 }
 
+uint64_t Session::write_records(std::vector<std::byte>& bytes) {
+    const bool anchor = opts_.compression_level > 0;
+    size_t pad = (kStagingAlign - bytes.size() % kStagingAlign) % kStagingAlign;
+    if (anchor && pad < kAnchorBytes) pad += kStagingAlign;
+    const size_t records = bytes.size(), len = records + pad;
+    const uint64_t offset = space_->reserve(len);
+    if (anchor) {
+        const auto a = compression_anchor(offset + records, pad, compression_feature(nullptr));
+        bytes.insert(bytes.end(), a.begin(), a.end());
+    } else {
+        append_padding(bytes, pad);
+    }
+    // One 4 KiB block (a round marker) goes out O_DIRECT from aligned memory.
+    struct alignas(kStagingAlign) Block {
+        std::byte bytes[kStagingAlign];
+    };
+    static thread_local Block block;
+    const bool small = len == sizeof block.bytes;
+    if (small) std::memcpy(block.bytes, bytes.data(), len);
+    if (const int err = output_->write_block(offset, small ? block.bytes : bytes.data(), len)) {
+        if (!write_error_) write_error_ = err;
+        return 0;
+    }
+    if (anchor) anchors_.emplace_back(offset + records, offset + len);
+    return offset + len;
+}
+
+uint64_t Session::crash_safe_end() {
+    const uint64_t durable = durable_end();
+    if (opts_.compression_level == 0) return durable;
+    while (anchors_.size() > 1 && anchors_[1].second <= durable) anchors_.pop_front();
+    return anchors_.empty() ? output_->data_offset() : anchors_.front().first;
+}
+
+CompressionFeature Session::compression_feature(const RecordSnapshot* s) const {
+    CompressionFeature c;
+    c.level = uint32_t(opts_.compression_level);
+    // A record decompresses to at most one staging buffer (perf adds what a record left unfinished).
+    c.mmap_len = uint32_t(staging_buffer_bytes_);
+    if (s && s->compressed_bytes > 0) c.ratio = uint32_t(std::max<uint64_t>(1, s->compress_input / s->compressed_bytes));
+    return c;
+}
+
 uint64_t Session::write_reserved(const void* p, size_t len) {
     const uint64_t offset = space_->reserve(len);
     if (const int err = output_->write_block(offset, p, len)) {
@@ -234,11 +285,12 @@ void Session::write_start() {
         start.insert(start.end(), b, b + n);
     };
     source_->synthesize(sink, synth_);
-    write_own(start, /*pad=*/true);
+    if (opts_.compression_level > 0) output_->set_crash_features(kAnchorFeatures);
+    write_records(start);
     if (write_error_)
         throw Error("cannot write the start of '" + opts_.output + "': " + errno_text(write_error_) +
                     write_error_hint(write_error_));
-    output_->publish(space_->end() - output_->data_offset());
+    output_->publish(crash_safe_end() - output_->data_offset());
     if (!synth_.kernel_scanned) return;  // the source describes no real processes
     if (opts_.verbose)
         log_ << "ringcap: synthesized " << synth_.threads << " threads of " << synth_.processes << " processes, "
@@ -295,8 +347,11 @@ void Session::finish() {
     if (kept_end != UINT64_MAX) file_bytes_ = output_->last_record_end(file_bytes_, kept_end - data_offset);
     std::set<std::string> dsos = synthesized_dsos_;
     for (const auto& c : collectors_) dsos.insert(c->dsos().begin(), c->dsos().end());
-    const std::string feature_error =
-        output_->finish(file_bytes_, HostInfo::current(opts_.argv), specs_, opts_.build_ids ? &dsos : nullptr);
+    const RecordSnapshot snap = snapshot();
+    const CompressionFeature comp = compression_feature(&snap);
+    const std::string feature_error = output_->finish(file_bytes_, HostInfo::current(opts_.argv), specs_,
+                                                      opts_.build_ids ? &dsos : nullptr,
+                                                      opts_.compression_level > 0 ? &comp : nullptr);
     if (error)
         log_ << "ringcap: ERROR: writing '" << opts_.output << "' failed: " << errno_text(error) << write_error_hint(error)
              << "; capture stopped and kept " << file_bytes_ << " bytes of data ("

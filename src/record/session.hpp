@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -40,6 +41,14 @@ private:
     // Reserves `len` bytes of the data section and writes them there (synchronously, on this thread):
     // the end offset, or 0 after a failure (write_error_ set).
     uint64_t write_reserved(const void* p, size_t len);
+    // Writes whole records at reserved offsets, padded to 4 KiB. With -z the padding is a compression
+    // anchor, so that the records' end becomes a data size the crash-safe header can name. The end
+    // of the block, or 0 after a failure.
+    uint64_t write_records(std::vector<std::byte>& bytes);
+    // What the crash-safe header says the data size is: everything on disk below durable_end(), or
+    // with -z up to the newest anchor below it.
+    uint64_t crash_safe_end();
+    CompressionFeature compression_feature(const RecordSnapshot* s) const;
     void stop();
     void finish();
     RecordSnapshot snapshot() const;
@@ -73,6 +82,9 @@ private:
     double seconds_ = -1;  // capture time, set at stop; until then snapshot() measures
     std::string stop_reason_;
     HotplugWatch hotplug_;
+    // -z: the anchors written (data end, block end), oldest first; the first one is on disk.
+    std::deque<std::pair<uint64_t, uint64_t>> anchors_;
+    size_t staging_buffer_bytes_ = 0;
 
     // FINISHED_ROUND: marker k is written once every collector acknowledged round k.
     uint64_t round_ = 0;        // the round requested last (0: none)

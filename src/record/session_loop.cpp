@@ -66,7 +66,7 @@ void Session::wait_for_stop() {
             return;
         }
         round();
-        output_->refresh_header(durable_end() - output_->data_offset());
+        output_->refresh_header(crash_safe_end() - output_->data_offset());
         if (source_->follows_cpus() && Clock::now() - last_hotplug >= kHotplugCheck) {
             last_hotplug = Clock::now();
             follow_hotplug();
@@ -85,20 +85,11 @@ void Session::round() {
     if (round_ != 0) {
         for (const auto& c : collectors_)
             if (c->round_done() < round_) return;  // not yet
-        // One 4 KiB block, aligned so that it goes out O_DIRECT: the marker, then padding.
-        struct alignas(kStagingAlign) Block {
-            std::byte bytes[kStagingAlign];
-        };
-        static const Block marker = [] {
-            std::vector<std::byte> b(sizeof(perf_event_header));
-            const perf_event_header fr = finished_round_record();
-            std::memcpy(b.data(), &fr, sizeof fr);
-            append_padding(b, kStagingAlign - sizeof fr);
-            Block m;
-            std::memcpy(m.bytes, b.data(), kStagingAlign);
-            return m;
-        }();
-        const uint64_t end = write_reserved(marker.bytes, sizeof marker.bytes);
+        // One 4 KiB block: the marker, then padding (with -z a compression anchor).
+        std::vector<std::byte> marker(sizeof(perf_event_header));
+        const perf_event_header fr = finished_round_record();
+        std::memcpy(marker.data(), &fr, sizeof fr);
+        const uint64_t end = write_records(marker);
         if (end == 0) return;
         // Only data beyond the marker calls for another round: the marker itself is not new data
         // (else an idle capture would write a marker every 100 ms forever).

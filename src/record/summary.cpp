@@ -49,10 +49,24 @@ void print_summary(const RecordSummary& s, std::ostream& log) {
     o << ", " << std::setprecision(1)
       << (s.seconds > 0 ? mb / s.seconds : 0.0) << " MB/s), " << s.rounds << " rounds; " << s.backend << ": "
       << s.cqes << " ring wake-ups, " << s.rearms << " re-arms, " << s.waits << " waits\n";
+    if (s.compression_level > 0) {
+        const double ratio = s.compressed_bytes ? double(s.compress_input) / double(s.compressed_bytes) : 0.0;
+        o << "ringcap: compressed " << std::setprecision(3) << double(s.compress_input) / 1e6 << " MB to "
+          << double(s.compressed_bytes) / 1e6 << " MB (" << std::setprecision(1) << ratio << "x, zstd level "
+          << s.compression_level << ") in " << s.compressed_records << " COMPRESSED records, "
+          << std::setprecision(3) << s.compress_cpu_seconds << " s CPU compressing";
+        if (s.compressed_chunked) o << "; " << s.compressed_chunked << " buffers compressed poorly (one block per record)";
+        o << "\n";
+    }
     o << "ringcap: samples=" << s.total.samples << " records=" << s.total.records << " lost=" << s.kernel_lost
       << " lost_records=" << s.total.lost_records << " cqes=" << s.cqes << " rearms=" << s.rearms
       << " hangups=" << s.hangups << " bytes=" << s.file_bytes << " staging_full=" << s.total.partial_drains
-      << " throttled=" << s.total.throttles << "\n";
+      << " throttled=" << s.total.throttles;
+    if (s.compression_level > 0)
+        o << " compressed_in=" << s.compress_input << " compressed_out=" << s.compressed_bytes
+          << " compressed_records=" << s.compressed_records << " compress_cpu_s=" << std::setprecision(3)
+          << s.compress_cpu_seconds;
+    o << "\n";
     if (!s.command_status.empty()) o << "ringcap: the command " << s.command_status << "\n";
     const uint64_t lost = s.kernel_lost, samples_lost = lost - s.tracking_lost;
     if (lost > 0) {

@@ -101,6 +101,12 @@ StagingBuffer StagingPool::pop_ready() {
     return {idx, buffers_[idx], buffer_size_};
 }
 
+StagingBuffer StagingPool::peek_ready() const {
+    assert(ready_count_ > 0);
+    const uint32_t idx = ready_[ready_head_];
+    return {idx, buffers_[idx], buffer_size_};
+}
+
 std::optional<StagingBuffer> StagingPool::take_partial() {
     if (!current_ || fill_ == 0) return std::nullopt;
     StagingBuffer b{*current_, buffers_[*current_], fill_};

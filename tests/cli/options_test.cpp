@@ -33,6 +33,14 @@ TEST_CASE("record options follow perf record", "[cli]") {
     CHECK(o.duration_s == Approx(1.5));
     CHECK(o.verbose == 1);
 
+    CHECK(o.compression_level == 0);
+    CHECK(parse_record_args(split("-a -z")).compression_level == 1);
+    CHECK(parse_record_args(split("-a -z5")).compression_level == 5);
+    CHECK(parse_record_args(split("-a --compression-level")).compression_level == 1);
+    CHECK(parse_record_args(split("-a --compression-level=22")).compression_level == 22);
+    // As perf: a value only attached, so `-z sleep 1` records a command.
+    CHECK(parse_record_args(split("-z sleep 1")).command == std::vector<std::string>{"sleep", "1"});
+
     auto d = parse_record_args(split("-C 0,2-3"));
     CHECK(d.events.size() == 1);
     CHECK(d.events[0].name == "cpu-clock");  // default event
@@ -76,6 +84,9 @@ TEST_CASE("bad record command lines are refused with exit status 2", "[cli]") {
         "-a --duration -1",          //
         "-a --duration abc",         //
         "-a --bogus",                // unknown flag
+        "-a -z0",                    // zstd levels are 1..22
+        "-a -z23",                   //
+        "-a --compression-level=x",  //
         "-a -o",                     // missing value
         "-a --",                     // no command after --
         "-a --wakeup-events 1 --wakeup-watermark 4096",

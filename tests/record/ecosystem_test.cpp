@@ -152,3 +152,26 @@ TEST_CASE("BUILD_ID lists the kernel and the binaries that ran, --no-buildid lea
     hdr = run_command(perf + " report -i " + f.path + " --header-only 2>/dev/null");
     CHECK(std::regex_search(hdr.output, std::regex("missing features:[^\\n]*BUILD_ID")));
 }
+
+TEST_CASE("compressed (-z): perf reads the compressed file: top symbol, call chains, build-ids (perf -z drops them)", "[ecosystem][compress]") {
+    const std::string perf = require_all();
+    TempFile f("eco-z");
+    auto r = run_command(kRingcap + " record -z --call-graph dwarf -F 2000 -o " + f.path + " -- " + kWorkload +
+                         " 1500 2>&1");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(r.output.find("compressed ") != std::string::npos);
+    const auto top = top_symbol(perf, f.path);
+    CHECK(top.second == "hot_loop");
+    const auto [hot, full] = chains(perf, f.path);
+    CHECK(hot > 100);
+    CHECK(full * 10 >= hot * 9);
+    auto hdr = run_command(perf + " report -i " + f.path + " --header-only 2>/dev/null");
+    CHECK(hdr.output.find("compressed : Zstd, level = 1") != std::string::npos);
+    auto id = run_command("readelf -n " + kWorkload + " 2>/dev/null | sed -n 's/.*Build ID: *//p'");
+    const std::string want = id.output.substr(0, id.output.find('\n'));
+    if (want.empty()) skip_test("readelf (binutils) is not installed or the workload has no build-id");
+    auto list = run_command(perf + " buildid-list -i " + f.path + " 2>/dev/null");
+    INFO(list.output);
+    CHECK(list.output.find(want + " " + kWorkload) != std::string::npos);
+}

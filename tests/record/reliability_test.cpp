@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "record/spawn.hpp"
+#include "testkit/perf_data_reader.hpp"
 #include "tools.hpp"
 
 using namespace ringcap_test;
@@ -231,14 +232,19 @@ TEST_CASE("kill -9 at any moment: the old file is intact, or the new one reads f
     TempFile f("earlykill"), log("earlykill-log");
     // The kill points are the hostile situation itself, not synchronisation: from before the events
     // are open to well into the capture.
-    for (int delay_us : {0, 2000, 10000, 30000, 60000, 100000, 300000}) {
-        INFO("kill -9 after " << delay_us << " us");
+    for (int delay_us : {0, 2000, 10000, 30000, 60000, 100000, 300000, -30000, -100000, -300000}) {
+        // Negative: the same with -z (compressed records, whose header names compression anchors).
+        const bool z = delay_us < 0;
+        delay_us = std::abs(delay_us);
+        INFO("kill -9 after " << delay_us << " us" << (z ? " with -z" : ""));
         std::remove((f.path + ".old").c_str());
         {
             std::ofstream old(f.path);
             old << "previous capture";
         }
-        Running r = spawn({"record", "-a", "-F", "1000", "--call-graph", "dwarf", "-o", f.path}, log.path);
+        std::vector<std::string> args = {"record", "-a", "-F", "1000", "--call-graph", "dwarf", "-o", f.path};
+        if (z) args.push_back("-z");
+        Running r = spawn(args, log.path);
         timespec ts{0, long(delay_us) * 1000};
         nanosleep(&ts, nullptr);
         kill(r.pid, SIGKILL);
@@ -260,6 +266,34 @@ TEST_CASE("kill -9 at any moment: the old file is intact, or the new one reads f
     INFO(r.output);
     CHECK(r.status == 0);
     std::remove((f.path + ".ringcap-tmp").c_str());
+}
+
+TEST_CASE("compressed (-z): after SIGKILL perf reads the compressed file up to the last anchor", "[reliability][compress]") {
+    require_kernel();
+    const std::string perf = require_perf();
+    TempFile f("kill9z"), log("kill9z-log");
+    Running r = spawn({"record", "-z", "-a", "-F", "4000", "--call-graph", "dwarf", "--duration", "60", "-o", f.path},
+                      log.path);
+    REQUIRE(eventually([&] { return header_data_size(f.path) > 0; }));
+    const uint64_t start = header_data_size(f.path);
+    // Compressed data reaches the file with the idle flush and the round markers that follow it.
+    REQUIRE(eventually([&] { return header_data_size(f.path) > start; }));
+    kill(r.pid, SIGKILL);
+    CHECK(wait_exit(r) == 128 + SIGKILL);
+    const PerfStats stats = perf_report_stats(perf, f.path);
+    INFO(stats.output);
+    CHECK(stats.ok());
+    CHECK(stats.count("SAMPLE") > 0);
+    CHECK(stats.count("COMPRESSED") > 0);
+    CHECK(perf_script_complaints(perf, f.path).empty());
+    auto hdr = run_command(perf + " report -i " + f.path + " --header-only 2>&1");
+    CHECK(hdr.output.find("compressed : Zstd") != std::string::npos);
+    std::string err;
+    auto file = ringcap::read_perf_data(f.path, &err);
+    REQUIRE(file);
+    CHECK(file->counts.decompress_errors == 0);
+    CHECK(file->counts.compressed_leftover == 0);
+    CHECK(file->counts.samples == uint64_t(stats.count("SAMPLE")));
 }
 
 TEST_CASE("a full ext4 disk, where the output is preallocated: what fit is kept, perf reads it", "[reliability]") {

@@ -234,3 +234,91 @@ TEST_CASE("on ext4, O_DIRECT data writes run inline: none is punted to an io_uri
     // its check and its submit (rare; correct either way).
     if (threads == "1") CHECK(punted == 0);
 }
+
+namespace {
+
+// A reproducible synthetic record (the same samples every time), with or without -z.
+RecordSummary record_fixed(const std::string& path, int level, const std::string& threads, std::string* log_out) {
+    SyntheticConfig cfg;
+    cfg.rings = 4;
+    cfg.record_bytes = 8192;
+    cfg.samples_per_ring = 3000;  // 24 MiB per ring: many staging buffers, several output buffers
+    SyntheticSource source(cfg);
+    RecordOptions o;
+    o.mmap_pages = 64;
+    o.duration_s = 1.0;
+    o.output = path;
+    o.build_ids = false;
+    o.compression_level = level;
+    o.threads = threads;
+    std::ostringstream log;
+    RecordSummary sum;
+    const int rc = run_record(o, source, log, &sum);
+    *log_out = log.str();
+    INFO(*log_out);
+    REQUIRE(rc == 0);
+    REQUIRE(source.offered() == 4 * 3000);  // every sample offered before the duration ended
+    return sum;
+}
+
+std::string sorted_script(const std::string& perf, const std::string& path) {
+    auto r = run_command(perf + " script -i " + path + " -F pid,tid,cpu,time,ip,period 2>&1");
+    std::vector<std::string> lines;
+    std::istringstream in(r.output);
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    std::sort(lines.begin(), lines.end());
+    std::string out;
+    for (const auto& l : lines) out += l + "\n";
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("compressed (-z): the same records with and without compression, and perf script prints the same", "[record][synthetic][compress]") {
+    require_uring();
+    const std::string perf = require_perf();
+    TempFile plain("synth-plain"), packed("synth-z"), packed2("synth-z2");
+    std::string log_plain, log_z, log_z2;
+    const RecordSummary a = record_fixed(plain.path, 0, "", &log_plain);
+    const RecordSummary z = record_fixed(packed.path, 1, "", &log_z);
+    const RecordSummary z2 = record_fixed(packed2.path, 3, "2", &log_z2);  // two collectors, one file
+    INFO(log_z);
+    INFO(log_z2);
+    CHECK(a.total.samples == 12000);
+    CHECK(z.total.samples == 12000);
+    CHECK(z2.total.samples == 12000);
+    CHECK(a.kernel_lost + z.kernel_lost + z2.kernel_lost == 0);
+    // The summary's figures: what went in, what came out, and the ratio is a real one.
+    CHECK(z.compress_input >= 12000ull * 8192);
+    CHECK(z.compressed_bytes > 0);
+    CHECK(z.compressed_bytes * 4 < z.compress_input);
+    CHECK(z.compressed_records > 0);
+    CHECK(log_z.find("compressed ") != std::string::npos);
+    CHECK(z.file_bytes * 4 < a.file_bytes);
+
+    // Our reader (libzstd) sees the same samples, every COMPRESSED record whole and non-empty.
+    for (const auto* f : {&packed, &packed2}) {
+        std::string err;
+        auto file = read_perf_data(f->path, &err);
+        REQUIRE(file);
+        CHECK(file->counts.samples == 12000);
+        CHECK(file->counts.decompress_errors == 0);
+        CHECK(file->counts.compressed_leftover == 0);
+        CHECK(file->counts.unknown_ids == 0);
+    }
+
+    // perf: --stats equals the summary (samples, COMPRESSED records), and perf script prints the same
+    // samples from all three files.
+    for (const auto& [f, sum] : {std::pair{&packed, &z}, std::pair{&packed2, &z2}}) {
+        const PerfStats stats = perf_report_stats(perf, f->path);
+        INFO(stats.output);
+        REQUIRE(stats.ok());
+        CHECK(stats.count("SAMPLE") == (long long)sum->total.samples);
+        CHECK(stats.count("COMPRESSED") == (long long)sum->compressed_records);
+        CHECK(perf_script_complaints(perf, f->path).empty());
+    }
+    const std::string want = sorted_script(perf, plain.path);
+    CHECK(std::count(want.begin(), want.end(), '\n') == 12000);
+    CHECK(sorted_script(perf, packed.path) == want);
+    CHECK(sorted_script(perf, packed2.path) == want);
+}
