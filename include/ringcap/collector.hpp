@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "ringcap/encoder.hpp"
+#include "ringcap/encoder_thread.hpp"
 #include "ringcap/loop.hpp"
 #include "ringcap/ring.hpp"
 #include "ringcap/source.hpp"
@@ -104,9 +104,12 @@ public:
     StopCause run();
     // Once the source has stopped: passes until every ring is empty (or a write failed).
     void drain_rest();
-    // Sends everything staged to the file, padded to a 4 KiB boundary (so the file's writers stay
-    // O_DIRECT-aligned); flush() also waits for every write.
-    void flush_partial();
+    // Sends everything staged so far to the file, padded to a 4 KiB boundary (so the file's writers
+    // stay O_DIRECT-aligned). With -z what is being compressed goes too, so request_flush() only
+    // starts it and the loop finishes it; flush_pending() is false once every byte staged before
+    // the request is queued for writing. flush() does it all and waits for every write.
+    void request_flush();
+    bool flush_pending() const { return flush_pending_; }
     void flush();
 
     // CPU hotplug: drains ring `i` to its last record and stops watching it, before the source
@@ -142,11 +145,12 @@ private:
 
     bool pass();
     void flush_idle_staging();
-    // Hands the full staging buffers on: through the encoder (at most `budget` of them) to its
-    // output buffers, then every full buffer to the writer. True if staging buffers are left over.
-    bool send_ready(size_t budget = SIZE_MAX);
-    // Waits for a write to complete (the encoder's output buffers are all full or being written).
-    void wait_for_write();
+    // Hands the full staging buffers on: to the writer, or with -z to the encoder thread, whose
+    // finished records go to the encoded buffers and from there to the writer.
+    void send_ready();
+    // Progress of request_flush(): done once the encoder gave back every buffer handed over
+    // before it (then the padded partial buffer is queued).
+    void poll_flush();
 
     CollectorControl& control_;
     std::ostream& log_;
@@ -154,9 +158,13 @@ private:
     std::vector<EventCounters> events_;  // before rings_: the readers point into it
     std::vector<RingState> rings_;
     std::unique_ptr<StagingPool> staging_;
-    // -z: the encoder and the buffers of records it writes into, which the writer writes.
-    std::unique_ptr<ZstdEncoder> encoder_;
+    // -z: the buffers of COMPRESSED records (what the writer writes), and the encoder thread (after
+    // staging_: it reads staging buffers until it is gone).
     std::unique_ptr<StagingPool> encoded_;
+    std::unique_ptr<EncoderThread> encoder_;
+    bool flush_pending_ = false, flush_again_ = false;
+    std::optional<StagingBuffer> pending_partial_;  // a flush's partial buffer, until handed over
+    uint64_t flush_target_ = 0;  // the encoder's hand-over count that completes the flush
     std::unique_ptr<Loop> loop_;
     std::optional<Writer> writer_;
     std::string fallback_reason_;

@@ -117,6 +117,7 @@ private:
     alignas(64) std::atomic<uint64_t> round_request_{0};
     alignas(64) std::atomic<uint64_t> round_done_{0};
     uint64_t pass_request_ = 0;  // the request seen when the current pass began
+    uint64_t ack_for_ = 0;       // a request whose flush is under way (-z), acknowledged when done
     StopCause cause_ = StopCause::Requested;
 };
 

@@ -37,6 +37,14 @@ public:
 
     // The most bytes of records one encode() of `input` bytes appends; output buffers must hold it.
     static size_t max_output(size_t input);
+    // The scratch compress() needs for `input` bytes.
+    static size_t records_area(size_t input) { return kLead + max_output(input); }
+
+    // Compresses `in` into records built in `area` (records_area() bytes); returns them.
+    std::span<const std::byte> compress(std::span<const std::byte> in, std::byte* area);
+    // Appends records to `out`: in its current buffer if they fit, else in the next after padding.
+    // False, with nothing written, when no buffer is free.
+    static bool place(std::span<const std::byte> records, StagingPool& out);
 
     // Compresses `in` (whole records) into records appended to `out`, all in one of its buffers (the
     // current one if they fit, else the next after padding). False, with nothing written, when `out`
@@ -49,7 +57,7 @@ public:
 private:
     size_t frame_to_records(size_t frame_len);
     size_t chunked_records(std::span<const std::byte> in);
-    // The records are built from records_ + kLead on; finish_records() aligns them and sets start_.
+    // The records are built from area_ + kLead on; finish_records() aligns them and sets start_.
     static constexpr size_t kLead = 16;
     size_t finish_records(size_t end);
 
@@ -59,9 +67,9 @@ private:
     size_t max_input_;
     std::unique_ptr<std::byte[]> frame_;    // the one-shot frame
     size_t frame_cap_;
-    std::unique_ptr<std::byte[]> records_;  // the records, before they go to the output buffer
-    size_t records_cap_;
-    size_t start_ = kLead;          // where the last encode()'s records begin in records_
+    std::unique_ptr<std::byte[]> records_;  // encode()'s area
+    std::byte* area_ = nullptr;             // compress()'s area
+    size_t start_ = kLead;          // where the last compress()'s records begin in area_
     unsigned prefer_chunked_ = 0;  // frames left to compress chunked without trying one-shot
     EncoderStats stats_;
 };

@@ -16,7 +16,9 @@
 namespace ringcap {
 
 // Sources the loop watches besides the rings: stop sources, its tick, and a wake-up from another thread.
-enum class Source : uint8_t { Signal = 0, Child = 1, Timer = 2, Tick = 3, Wake = 4 };
+// Encoded: the encoder thread finished a buffer (-z).
+enum class Source : uint8_t { Signal = 0, Child = 1, Timer = 2, Tick = 3, Wake = 4, Encoded = 5 };
+inline constexpr size_t kSourceCount = 6;
 
 class LoopHandler {
 public:

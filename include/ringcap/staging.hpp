@@ -55,6 +55,7 @@ public:
     size_t current_fill() const { return current_ ? fill_ : 0; }
 
     bool has_ready() const { return ready_count_ > 0; }
+    size_t ready_count() const { return ready_count_; }
     // Oldest full buffer, in stream order; peek_ready() leaves it queued.
     StagingBuffer pop_ready();
     StagingBuffer peek_ready() const;

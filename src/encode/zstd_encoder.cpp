@@ -48,8 +48,11 @@ ZstdEncoder::ZstdEncoder(int level, size_t max_input)
     ZSTD_CCtx_setParameter(ctx_->cctx, ZSTD_c_checksumFlag, 0);  // blocks end the frame: records split there
     frame_cap_ = ZSTD_compressBound(max_input);
     frame_ = std::make_unique<std::byte[]>(frame_cap_);
-    records_cap_ = kLead + max_output(max_input);
-    records_ = std::make_unique<std::byte[]>(records_cap_);
+    records_ = std::make_unique<std::byte[]>(records_area(max_input));
+    // Every allocation zstd makes for this level happens now, not while recording.
+    std::byte probe[64] = {};
+    compress({probe, sizeof probe}, records_.get());
+    stats_ = EncoderStats{};
 }
 
 ZstdEncoder::~ZstdEncoder() = default;
@@ -71,10 +74,10 @@ size_t ZstdEncoder::finish_records(size_t end) {
         return len;
     }
     perf_event_header h;
-    std::memcpy(&h, records_.get() + kLead, sizeof h);
+    std::memcpy(&h, area_ + kLead, sizeof h);
     h.size = uint16_t(h.size + 8 + pad);
     start_ = kLead - 8 - pad;
-    std::byte* p = records_.get() + start_;
+    std::byte* p = area_ + start_;
     std::memcpy(p, &h, sizeof h);
     const uint32_t magic = kSkippableMagic, size = uint32_t(pad);
     std::memcpy(p + 8, &magic, 4);
@@ -91,8 +94,8 @@ size_t ZstdEncoder::frame_to_records(size_t n) {
     if (ZSTD_isError(fh)) return 0;
     size_t out = kLead, begin = 0, pos = fh;
     auto emit = [&](size_t end) {
-        put_header(records_.get() + out, end - begin);
-        std::memcpy(records_.get() + out + 8, f + begin, end - begin);
+        put_header(area_ + out, end - begin);
+        std::memcpy(area_ + out + 8, f + begin, end - begin);
         out += 8 + end - begin;
         begin = end;
     };
@@ -125,7 +128,7 @@ size_t ZstdEncoder::chunked_records(std::span<const std::byte> in) {
     for (size_t p = 0; p < in.size(); p += kChunk) {
         ib.size = std::min(in.size(), p + kChunk);
         const bool last = ib.size == in.size();
-        std::byte* rec = records_.get() + out;
+        std::byte* rec = area_ + out;
         ZSTD_outBuffer ob{rec + 8, kRecordLimit, 0};
         const size_t r = ZSTD_compressStream2(ctx_->cctx, &ob, &ib, last ? ZSTD_e_end : ZSTD_e_flush);
         if (ZSTD_isError(r)) throw Error(std::string("zstd: ") + ZSTD_getErrorName(r));
@@ -136,11 +139,9 @@ size_t ZstdEncoder::chunked_records(std::span<const std::byte> in) {
     return finish_records(out);
 }
 
-bool ZstdEncoder::encode(std::span<const std::byte> in, StagingPool& out) {
-    if (in.empty()) return true;
+std::span<const std::byte> ZstdEncoder::compress(std::span<const std::byte> in, std::byte* area) {
     if (in.size() > max_input_) throw Error("zstd: input larger than the encoder was sized for");
-    auto w = out.writable();
-    if (w.size() < max_output(in.size()) && out.free_count() == 0) return false;
+    area_ = area;
     const uint64_t t0 = thread_cpu_ns();
     size_t len = 0;
     if (prefer_chunked_ == 0) {
@@ -155,23 +156,38 @@ bool ZstdEncoder::encode(std::span<const std::byte> in, StagingPool& out) {
         ++stats_.chunked;
         if (prefer_chunked_ == 0) prefer_chunked_ = 16;  // the data does not compress: skip the one-shot try for a while
     }
-    if (w.size() < len) {
-        out.pad_current();
-        w = out.writable();
-    }
-    std::memcpy(w.data(), records_.get() + start_, len);
-    out.commit(len);
+    const std::span<const std::byte> records{area + start_, len};
     ++stats_.frames;
     stats_.bytes_in += in.size();
     stats_.bytes_out += len;
     for (size_t p = 0; p < len;) {
         perf_event_header h;
-        std::memcpy(&h, records_.get() + start_ + p, sizeof h);
+        std::memcpy(&h, records.data() + p, sizeof h);
         p += h.size;
         ++stats_.records;
     }
     stats_.cpu_ns += thread_cpu_ns() - t0;
+    return records;
+}
+
+bool ZstdEncoder::place(std::span<const std::byte> records, StagingPool& out) {
+    auto w = out.writable();
+    if (w.size() < records.size()) {
+        if (out.free_count() == 0) return false;
+        out.pad_current();
+        w = out.writable();
+    }
+    std::memcpy(w.data(), records.data(), records.size());
+    out.commit(records.size());
     return true;
+}
+
+bool ZstdEncoder::encode(std::span<const std::byte> in, StagingPool& out) {
+    if (in.empty()) return true;
+    // Room for the worst case first, so that nothing is compressed for nothing.
+    const auto w = out.writable();
+    if (w.size() < max_output(in.size()) && out.free_count() == 0) return false;
+    return place(compress(in, records_.get()), out);
 }
 
 }  // namespace ringcap

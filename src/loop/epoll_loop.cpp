@@ -27,7 +27,7 @@ public:
         int fd = epoll_create1(EPOLL_CLOEXEC);
         if (fd < 0) throw Error("epoll_create1: " + errno_text(errno));
         ep_.reset(fd);
-        events_.resize(std::max(16u, cfg.rings + 5));
+        events_.resize(std::max(16u, cfg.rings + unsigned(kSourceCount)));
         done_.reserve(cfg.writes_in_flight + 2);  // + the header write
         delivering_.reserve(cfg.writes_in_flight + 2);
     }

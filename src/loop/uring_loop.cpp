@@ -139,7 +139,7 @@ private:
 
     static Uring::Params params(const LoopConfig& cfg) {
         Uring::Params p;
-        const unsigned sources = 5;
+        const unsigned sources = kSourceCount;
         const unsigned need = cfg.rings + cfg.writes_in_flight + sources;
         // Each armed poll and each write can have a CQE outstanding; 2x headroom, because an
         // overflowing CQ ends multishot polls (they are re-armed, but that costs a round trip).
@@ -225,7 +225,7 @@ private:
     Uring ring_;
     std::vector<Watch> watches_;
     __kernel_timespec timer_{}, tick_{};
-    std::array<int, 5> source_fds_{-1, -1, -1, -1, -1};  // per Source, for the fds watched by poll
+    std::array<int, kSourceCount> source_fds_{-1, -1, -1, -1, -1, -1};  // per Source, for the fds watched by poll
     bool fixed_buffers_ = false;
     uint32_t nfixed_ = 0;
     bool fixed_files_ = false;

@@ -3,11 +3,18 @@
 #include <cstring>
 #include <ostream>
 #include <poll.h>
+#include <unistd.h>
 
 #include "ringcap/process.hpp"
 #include "ringcap/records.hpp"
 
 namespace ringcap {
+
+namespace {
+// Staging buffers handed to the encoder thread at a time: it keeps busy while the collector places
+// what it finished.
+constexpr size_t kEncoderSlots = 4;
+}  // namespace
 
 
 Collector::Collector(const CollectorConfig& cfg, std::span<const SourceRing> rings, CollectorControl& control,
@@ -27,8 +34,8 @@ Collector::Collector(const CollectorConfig& cfg, std::span<const SourceRing> rin
         // incompressible data flowing as well.
         const size_t out_bytes = (ZstdEncoder::max_output(cfg.staging_buffer_bytes) + kStagingAlign - 1) /
                                  kStagingAlign * kStagingAlign;
-        encoder_ = std::make_unique<ZstdEncoder>(cfg.compression_level, cfg.staging_buffer_bytes);
         encoded_ = std::make_unique<StagingPool>(out_bytes, std::max<size_t>(4, cfg.staging_buffers / 4));
+        encoder_ = std::make_unique<EncoderThread>(cfg.compression_level, cfg.staging_buffer_bytes, kEncoderSlots);
     }
     loop_ = make_loop(cfg.loop, &fallback_reason_);
 }
@@ -74,6 +81,7 @@ void Collector::watch_control(Source s, int fd) { loop_->watch_source(s, fd); }
 void Collector::set_timer(double seconds) { loop_->set_timer(seconds); }
 
 void Collector::arm() {
+    if (encoder_) loop_->watch_source(Source::Encoded, encoder_->wake_fd());
     for (uint32_t i = 0; i < rings_.size(); ++i) loop_->watch_ring(i, 0, rings_[i].src->owner_fd(), rings_[i].src->ring);
     loop_->set_tick(tick_seconds_);
     loop_->run_once(*this, false);  // submit the polls before anything can fire
@@ -106,6 +114,11 @@ void Collector::on_ring(uint32_t idx, uint32_t which, int revents) {
 }
 
 void Collector::on_source(Source s) {
+    if (s == Source::Encoded) {
+        uint64_t n;
+        [[maybe_unused]] ssize_t r = ::read(encoder_->wake_fd(), &n, sizeof n);  // clear it (level-triggered epoll)
+        return;  // the loop's next send_ready() takes what is done
+    }
     if (s == Source::Tick) {
         tick_ = true;
         control_.on_tick();
@@ -139,35 +152,63 @@ void Collector::flush_idle_staging() {
     // stays O_DIRECT-aligned.
     const bool empty = staging_->current_fill() == 0 && (!encoded_ || encoded_->current_fill() == 0);
     if (empty || writer_->in_flight() > 0) return;
-    flush_partial();
+    request_flush();
 }
 
-bool Collector::send_ready(size_t budget) {
+void Collector::send_ready() {
     if (encoder_) {
-        for (; budget > 0 && staging_->has_ready(); --budget) {
-            const StagingBuffer b = staging_->peek_ready();
-            if (!encoder_->encode({b.data, b.len}, *encoded_)) break;  // its output waits for writes
-            staging_->release(staging_->pop_ready().index);
+        // Finished frames first, in order, while the encoded buffers have room (else after writes).
+        while (const auto d = encoder_->done()) {
+            if (!ZstdEncoder::place(d->records, *encoded_)) break;
+            staging_->release(d->input);
+            encoder_->pop_done();
         }
+        // A flush's partial buffer goes first, then the full ones, as slots free up.
+        if (pending_partial_ && encoder_->submit(*pending_partial_)) pending_partial_.reset();
+        if (!pending_partial_)
+            while (staging_->has_ready() && encoder_->submit(staging_->peek_ready())) staging_->pop_ready();
     }
     writer_->queue_ready();
-    return encoder_ && staging_->has_ready();
+    if (flush_pending_) poll_flush();
 }
 
-void Collector::wait_for_write() {
-    writer_->queue_ready();
-    loop_->run_once(*this, true);
+void Collector::request_flush() {
+    if (!encoder_) {
+        staging_->pad_to_alignment();
+        writer_->queue_partial();
+        return;
+    }
+    if (flush_pending_) {
+        flush_again_ = true;  // what was staged since goes with the next one
+        return;
+    }
+    // Done once the encoder gave back the buffers staged now: the full ones and the partial one,
+    // the first ones handed over from here (both queues are in order).
+    flush_pending_ = true;
+    pending_partial_ = staging_->take_partial();
+    flush_target_ = encoder_->submitted() + staging_->ready_count() + (pending_partial_ ? 1 : 0);
+    send_ready();
+}
+
+void Collector::poll_flush() {
+    if (encoder_->taken() < flush_target_) return;
+    flush_pending_ = false;
+    encoded_->pad_to_alignment();
+    writer_->queue_partial();
+    if (flush_again_) {
+        flush_again_ = false;
+        request_flush();
+    }
 }
 
 StopCause Collector::run() {
     // Each iteration is one io_uring_enter that submits the queued writes and waits; then one pass
-    // drains every ring. With -z one staging buffer is compressed per iteration, and while more wait
-    // the loop does not block: the rings are drained between any two buffers (about 0.6 ms each at
-    // level 1), so compressing never holds up draining for longer than that.
+    // drains every ring. With -z the encoder thread compresses meanwhile and wakes the loop when a
+    // buffer is done.
     for (;;) {
         if (control_.stop_requested()) return StopCause::Requested;
-        const bool more = send_ready(1);
-        loop_->run_once(*this, !more);
+        send_ready();
+        loop_->run_once(*this, true);
         control_.before_pass();
         const bool complete = pass();
         if (tick_ && complete) flush_idle_staging();
@@ -186,25 +227,12 @@ void Collector::drain_rest() {
     }
 }
 
-void Collector::flush_partial() {
-    if (!encoder_) {
-        staging_->pad_to_alignment();
-        writer_->queue_partial();
-        return;
-    }
-    // Everything staged through the encoder (waiting for writes when its buffers are full), then
-    // its partial buffer out, padded.
-    while (send_ready() && !writer_->failed()) wait_for_write();
-    if (auto p = staging_->take_partial()) {
-        while (!encoder_->encode({p->data, p->len}, *encoded_) && !writer_->failed()) wait_for_write();
-        staging_->release(p->index);
-    }
-    encoded_->pad_to_alignment();
-    writer_->queue_partial();
-}
-
 void Collector::flush() {
-    flush_partial();
+    request_flush();
+    while (flush_pending_ && !writer_->failed()) {
+        loop_->run_once(*this, true);  // the encoder thread's wake-up, or a write that frees a buffer
+        send_ready();
+    }
     writer_->wait_idle(this);
 }
 

@@ -185,9 +185,15 @@ void CollectorThread::on_control(Source s) {
 void CollectorThread::after_pass(bool complete) {
     // A round: every collector finished a complete pass that began after the request, and queued
     // what it drained (its offsets are reserved before the acknowledgement, so below the marker).
-    if (complete && pass_request_ > round_done_.load(std::memory_order_relaxed)) {
-        collector_->flush_partial();
-        round_done_.store(pass_request_, std::memory_order_release);
+    // With -z the flush completes on a later pass, once the encoder thread finished what was staged:
+    // the acknowledgement waits for it (and the rings are drained meanwhile).
+    if (complete && !ack_for_ && pass_request_ > round_done_.load(std::memory_order_relaxed)) {
+        collector_->request_flush();
+        ack_for_ = pass_request_;
+    }
+    if (ack_for_ && !collector_->flush_pending()) {
+        round_done_.store(ack_for_, std::memory_order_release);
+        ack_for_ = 0;
     }
     if (has_commands_.load(std::memory_order_acquire)) {
         std::vector<std::function<void(Collector&)>> todo;

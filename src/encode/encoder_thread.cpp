@@ -1,0 +1,85 @@
+#include "ringcap/encoder_thread.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+namespace ringcap {
+
+EncoderThread::EncoderThread(int level, size_t max_input, size_t slots) : encoder_(level, max_input), slots_(slots) {
+    for (auto& s : slots_) s.area = std::make_unique<std::byte[]>(ZstdEncoder::records_area(max_input));
+    wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!wake_) throw Error("eventfd: " + errno_text(errno));
+    thread_ = std::thread([this] { run(); });
+}
+
+EncoderThread::~EncoderThread() {
+    // The thread waits for the counter to change: change it (the thread checks stop_ first).
+    stop_.store(true, std::memory_order_release);
+    submitted_.fetch_add(1, std::memory_order_release);
+    submitted_.notify_one();
+    thread_.join();
+}
+
+bool EncoderThread::submit(const StagingBuffer& in) {
+    const uint64_t n = submitted_.load(std::memory_order_relaxed);
+    if (n - taken_ >= slots_.size()) return false;
+    slots_[n % slots_.size()].in = in;
+    // RELEASE: the slot (and the staging bytes, written before) are the thread's once it sees n + 1.
+    submitted_.store(n + 1, std::memory_order_release);
+    submitted_.notify_one();
+    return true;
+}
+
+std::optional<EncoderThread::Done> EncoderThread::done() const {
+    // ACQUIRE pairs with the thread's release of completed_: the slot's records are written.
+    if (taken_ == completed_.load(std::memory_order_acquire)) return std::nullopt;
+    const Slot& s = slots_[taken_ % slots_.size()];
+    return Done{s.in.index, s.records};
+}
+
+void EncoderThread::pop_done() { ++taken_; }
+
+EncoderStats EncoderThread::stats() const {
+    EncoderStats s;
+    s.bytes_in = bytes_in_.load(std::memory_order_relaxed);
+    s.bytes_out = bytes_out_.load(std::memory_order_relaxed);
+    s.records = records_.load(std::memory_order_relaxed);
+    s.frames = frames_.load(std::memory_order_relaxed);
+    s.chunked = chunked_.load(std::memory_order_relaxed);
+    s.cpu_ns = cpu_ns_.load(std::memory_order_relaxed);
+    return s;
+}
+
+void EncoderThread::run() {
+    uint64_t next = 0;  // the next slot to compress
+    for (;;) {
+        // ACQUIRE pairs with submit()'s release: the slot and its staging buffer are complete.
+        submitted_.wait(next, std::memory_order_acquire);  // returns at once if there is work
+        if (stop_.load(std::memory_order_acquire)) return;
+        Slot& s = slots_[next % slots_.size()];
+        try {
+            s.records = encoder_.compress({s.in.data, s.in.len}, s.area.get());
+        } catch (const std::exception& e) {
+            // zstd allocated everything up front: only a bug gets here. Losing data silently is
+            // worse than stopping.
+            std::fprintf(stderr, "ringcap: compression failed: %s\n", e.what());
+            std::abort();
+        }
+        const EncoderStats& st = encoder_.stats();
+        bytes_in_.store(st.bytes_in, std::memory_order_relaxed);
+        bytes_out_.store(st.bytes_out, std::memory_order_relaxed);
+        records_.store(st.records, std::memory_order_relaxed);
+        frames_.store(st.frames, std::memory_order_relaxed);
+        chunked_.store(st.chunked, std::memory_order_relaxed);
+        cpu_ns_.store(st.cpu_ns, std::memory_order_relaxed);
+        ++next;
+        // RELEASE: the records are written before the collector sees the slot done.
+        completed_.store(next, std::memory_order_release);
+        const uint64_t one = 1;
+        [[maybe_unused]] ssize_t w = ::write(wake_.get(), &one, sizeof one);
+    }
+}
+
+}  // namespace ringcap
