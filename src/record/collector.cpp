@@ -11,15 +11,16 @@
 namespace ringcap {
 
 namespace {
-// Staging buffers handed to the encoder thread at a time: it keeps busy while the collector places
-// what it finished.
-constexpr size_t kEncoderSlots = 4;
+// Staging buffers handed to the encoder thread at a time: enough that it keeps busy while the
+// collector waits for the CPU to place what it finished (4 were not, with both CPUs busy).
+constexpr size_t kEncoderSlots = 8;
 }  // namespace
 
 
 Collector::Collector(const CollectorConfig& cfg, std::span<const SourceRing> rings, CollectorControl& control,
                      std::ostream& log)
-    : control_(control), log_(log), tick_seconds_(cfg.tick_seconds), events_(cfg.events) {
+    : control_(control), log_(log), tick_seconds_(cfg.tick_seconds), events_(cfg.events),
+      stack_scrub_(cfg.compression_level > 0 ? cfg.stack_scrub : std::vector<uint32_t>{}) {
     if (cfg.realtime_priority) set_realtime_priority(cfg.realtime_priority);
     track_dsos_ = cfg.track_dsos;
     rings_.resize(rings.size());  // never resized again: the readers point at ids and events_
@@ -47,6 +48,7 @@ void Collector::init_ring(size_t i) {
     r.ids = IdMap();
     for (const auto& ev : r.src->events) r.ids.add(ev.id, ev.event_index);
     r.reader = RingReader(r.src->ring.view(), &r.ids, events_, track_dsos_ ? this : nullptr);
+    r.reader.set_stack_scrub(stack_scrub_);
 }
 
 void Collector::release_ring(size_t i) {
@@ -164,12 +166,23 @@ void Collector::send_ready() {
             encoder_->pop_done();
         }
         // A flush's partial buffer goes first, then the full ones, as slots free up.
-        if (pending_partial_ && encoder_->submit(*pending_partial_)) pending_partial_.reset();
-        if (!pending_partial_)
-            while (staging_->has_ready() && encoder_->submit(staging_->peek_ready())) staging_->pop_ready();
+        if (pending_partial_ && encoder_->submit(*pending_partial_)) {
+            pending_partial_.reset();
+            handed_over();
+        }
+        while (!pending_partial_ && staging_->has_ready() && encoder_->submit(staging_->peek_ready())) {
+            staging_->pop_ready();
+            handed_over();
+        }
     }
     writer_->queue_ready();
     if (flush_pending_) poll_flush();
+}
+
+void Collector::handed_over() {
+    // Buffers leave staging in order: once the flush's last one did, the flush waits only for the
+    // encoder to give back what it has been handed so far.
+    if (flush_pending_ && to_hand_ > 0 && --to_hand_ == 0) flush_target_ = encoder_->submitted();
 }
 
 void Collector::request_flush() {
@@ -182,16 +195,16 @@ void Collector::request_flush() {
         flush_again_ = true;  // what was staged since goes with the next one
         return;
     }
-    // Done once the encoder gave back the buffers staged now: the full ones and the partial one,
-    // the first ones handed over from here (both queues are in order).
+    // Everything staged now: the buffers with the encoder, the full ones and the partial one.
     flush_pending_ = true;
     pending_partial_ = staging_->take_partial();
-    flush_target_ = encoder_->submitted() + staging_->ready_count() + (pending_partial_ ? 1 : 0);
+    to_hand_ = staging_->ready_count() + (pending_partial_ ? 1 : 0);
+    flush_target_ = encoder_->submitted();
     send_ready();
 }
 
 void Collector::poll_flush() {
-    if (encoder_->taken() < flush_target_) return;
+    if (to_hand_ > 0 || encoder_->taken() < flush_target_) return;
     flush_pending_ = false;
     encoded_->pad_to_alignment();
     writer_->queue_partial();

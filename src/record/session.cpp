@@ -81,7 +81,20 @@ std::vector<AttrEntry> Session::attr_entries(const std::vector<perf_event_attr>&
     return entries;
 }
 
-void Session::start_collectors(const RecordPlan& plan) {
+namespace {
+
+// The user-stack dump size of an event's samples if it is their last field (see
+// RingReader::set_stack_scrub), else 0.
+uint32_t stack_dump_at_end(const perf_event_attr& a) {
+    // Fields laid out after STACK_USER: the higher bits, except IDENTIFIER, which comes first.
+    const uint64_t after = ~(uint64_t(PERF_SAMPLE_STACK_USER) * 2 - 1) & ~uint64_t(PERF_SAMPLE_IDENTIFIER);
+    if (!(a.sample_type & PERF_SAMPLE_STACK_USER) || (a.sample_type & after)) return 0;
+    return (a.sample_stack_user + 7) & ~7u;
+}
+
+}  // namespace
+
+void Session::start_collectors(const RecordPlan& plan, const std::vector<perf_event_attr>& attrs) {
     // The rings split among collectors (--threads), each on a thread of its own near its rings. One
     // collector (the default) runs anywhere: with the CPUs busy, pinning it only takes away the
     // scheduler's choice (README, Performance).
@@ -106,6 +119,7 @@ void Session::start_collectors(const RecordPlan& plan) {
         s.config.track_dsos = opts_.build_ids;
         s.config.realtime_priority = opts_.realtime_priority;
         s.config.compression_level = opts_.compression_level;
+        for (const auto& a : attrs) s.config.stack_scrub.push_back(stack_dump_at_end(a));
         s.rings = rings.subspan(first, n);
         s.first_ring = first;
         if (!opts_.threads.empty())
@@ -148,7 +162,7 @@ int Session::run(RingSource& source, RecordSummary& sum) {
     output_ = std::make_unique<FileOutput>(opts_.output, opts_.allow_direct, attr_entries(attrs));
     space_ = std::make_unique<FileSpace>(output_->data_offset(), output_->file().inline_writes());
     space_->allocate_now(output_->file().buffered_fd());
-    start_collectors(plan);
+    start_collectors(plan, attrs);
     if (opts_.verbose) print_setup(plan, ring_pages);
 
     // 5. What already runs, written first and made durable with its header. Setup succeeded: only

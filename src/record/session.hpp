@@ -34,7 +34,7 @@ private:
 
     // session.cpp
     std::vector<AttrEntry> attr_entries(const std::vector<perf_event_attr>& attrs) const;
-    void start_collectors(const RecordPlan& plan);
+    void start_collectors(const RecordPlan& plan, const std::vector<perf_event_attr>& attrs);
     void print_setup(const RecordPlan& plan, size_t ring_pages) const;
     void write_start();
     void write_own(std::vector<std::byte>& bytes, bool pad);

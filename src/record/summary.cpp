@@ -81,9 +81,14 @@ void print_summary(const RecordSummary& s, std::ostream& log) {
         o << "ringcap: WARNING: the kernel throttled sampling " << s.total.throttles
           << " time(s) (kernel.perf_cpu_time_max_percent): no samples were taken while throttled. Use a lower "
              "rate (-F).\n";
-    if (lost > 0 && s.total.partial_drains > 0)
+    if (lost > 0 && s.total.partial_drains > 0) {
         o << "ringcap: " << s.total.partial_drains << " ring drain(s) stopped early on full staging: the output "
-             "could not keep up; more staging (--staging-buffers) rides out slow writes.\n";
+             "could not keep up; more staging (--staging-buffers) rides out slow writes";
+        if (s.compression_level > 0)
+            o << ". With -z the encoder may be what falls behind (its CPU is above): --threads N compresses on N "
+                 "CPUs, a lower level (-z1) costs less";
+        o << ".\n";
+    }
     for (const auto& c : s.cpus)
         if (c.went_offline)
             o << "ringcap: cpu " << c.cpu << " went offline " << c.went_offline << " time(s) during the record"

@@ -105,6 +105,31 @@ void RingReader::note_mapping(uint64_t pos, const perf_event_header& hdr) {
     mmaps_->on_exec_mapping(name, cpumode == PERF_RECORD_MISC_KERNEL);
 }
 
+void RingReader::scrub_stacks(std::byte* p, uint64_t len) const {
+    // Whole records in [p, p + len). A sample ends {u64 size; char data[size]; u64 dyn_size}; the
+    // kernel may shrink size to keep the record under 64 KiB, so a record whose size field is not
+    // the requested one is left alone.
+    for (uint64_t at = 0; at + sizeof(perf_event_header) <= len;) {
+        perf_event_header h;
+        std::memcpy(&h, p + at, sizeof h);
+        if (h.size < sizeof h) return;
+        if (h.type == PERF_RECORD_SAMPLE && ids_ && h.size >= field::kSampleIdentifier + 8) {
+            uint64_t id;
+            std::memcpy(&id, p + at + field::kSampleIdentifier, sizeof id);
+            const size_t ev = ids_->find(id);
+            const uint64_t dump = ev < scrub_.size() ? scrub_[ev] : 0;
+            if (dump > 0 && h.size >= field::kSampleIdentifier + 8 + dump + 16) {
+                std::byte* end = p + at + h.size;
+                uint64_t size, dyn;
+                std::memcpy(&size, end - 16 - dump, sizeof size);
+                std::memcpy(&dyn, end - 8, sizeof dyn);
+                if (size == dump && dyn < dump) std::memset(end - 8 - dump + dyn, 0, dump - dyn);
+            }
+        }
+        at += h.size;
+    }
+}
+
 DrainResult RingReader::drain(StagingPool& staging) {
     // ACQUIRE pairs with the kernel's smp_wmb() before it publishes data_head: every record byte
     // below head is visible to the loads that follow.
@@ -129,6 +154,7 @@ DrainResult RingReader::drain(StagingPool& staging) {
             continue;
         }
         copy_out(pos, space.data(), end - pos);
+        if (!scrub_.empty()) scrub_stacks(space.data(), end - pos);
         staging.commit(end - pos);
         pos = end;
     }

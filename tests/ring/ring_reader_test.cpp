@@ -599,3 +599,35 @@ TEST_CASE("IdMap finds ids among many (per-task rings: one id per thread and eve
     CHECK(m.find(1001) == ringcap::IdMap::npos);
     CHECK(m.find(1000 + 200 * 3) == ringcap::IdMap::npos);
 }
+
+TEST_CASE("RingReader: with -z the unused end of a user-stack dump is zeroed in staging", "[ring]") {
+    // {header; id; u64 size; data[size]; u64 dyn_size}: the dump's bytes past dyn_size are what the
+    // kernel skipped over (here 0xAB), and only those are zeroed.
+    constexpr uint32_t kDump = 256;
+    auto stack_sample = [](uint64_t id, uint64_t size_field, uint64_t dump, uint64_t dyn) {
+        Bytes r = make_record(PERF_RECORD_SAMPLE, {id, size_field}, dump + 8);
+        std::memset(r.data() + 24, 0x11, dyn);
+        std::memset(r.data() + 24 + dyn, 0xAB, dump - dyn);
+        std::memcpy(r.data() + 24 + dump, &dyn, 8);
+        return r;
+    };
+    FakeRing ring(8192, 8192 - 100);  // the second record wraps around the end of the area
+    IdMap ids;
+    ids.add(1, 0);  // event 0 has stacks to scrub
+    ids.add(2, 1);  // event 1 does not
+    std::vector<EventCounters> events(2);
+    RingReader reader(ring.view(), &ids, events);
+    const uint32_t dumps[2] = {kDump, 0};
+    reader.set_stack_scrub(dumps);
+    const Bytes partly = stack_sample(1, kDump, kDump, 100), full = stack_sample(1, kDump, kDump, kDump),
+                other = stack_sample(2, kDump, kDump, 100), shrunk = stack_sample(1, 128, 128, 50);
+    for (const Bytes* r : {&partly, &full, &other, &shrunk}) REQUIRE(ring.write(*r));
+    Sink sink;
+    reader.drain(sink.pool);
+    sink.collect();
+    Bytes want = partly;
+    std::memset(want.data() + 24 + 100, 0, kDump - 100);
+    for (const Bytes* r : {&full, &other, &shrunk}) put(want, r->data(), r->size());
+    CHECK(stream_diff(sink.stream, want).empty());
+    CHECK(events[0].samples == 3);
+}
