@@ -6,7 +6,7 @@
 #    4 context-switch storm, 5 the same with the sched:sched_switch tracepoint, 6 and 7 = 1 and 2
 #    with each tool's default ring size, 8 the synthetic many-ring benchmark, ringcap only,
 #    9 = 7 with ringcap --threads 2, 10 the synthetic benchmark at max rate with 1, 2 and 4
-#    collector threads, 11 and 12 = 1 and 7 with -z for both tools (zstd level 1), 13 the
+#    collector threads, 11 and 12 = 6 and 7 with -z for both tools (zstd level 1), 13 the
 #    synthetic benchmark with -z: what one collector compresses, and the ratio)
 #
 # For each workload the two collectors run ALTERNATELY (perf,ringcap / ringcap,perf / ...), with
@@ -499,7 +499,7 @@ fi
 want 6 && busy_workload 10000 default
 want 7 && busy_workload 40000 default
 want 9 && busy_workload 40000 default --threads 2
-if want 11; then BOTH_EXTRA=(-z); busy_workload 10000 same; BOTH_EXTRA=(); fi
+if want 11; then BOTH_EXTRA=(-z); busy_workload 10000 default; BOTH_EXTRA=(); fi
 if want 12; then BOTH_EXTRA=(-z); busy_workload 40000 default; BOTH_EXTRA=(); fi
 
 if want 8; then
