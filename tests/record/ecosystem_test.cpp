@@ -50,6 +50,14 @@ std::pair<int, int> chains(const std::string& perf, const std::string& file) {
     return {hot, full};
 }
 
+// The workload's build-id, read independently from its ELF notes with readelf; skips without it.
+std::string workload_build_id() {
+    auto id = run_command("readelf -n " + kWorkload + " 2>/dev/null | sed -n 's/.*Build ID: *//p'");
+    std::string want = id.output.substr(0, id.output.find('\n'));
+    if (want.empty()) skip_test("readelf (binutils) is not installed or the workload has no build-id");
+    return want;
+}
+
 }  // namespace
 
 TEST_CASE("the workload's top symbol and share match perf record's", "[ecosystem]") {
@@ -139,10 +147,7 @@ TEST_CASE("BUILD_ID lists the kernel and the binaries that ran, --no-buildid lea
     auto hdr = run_command(perf + " report -i " + f.path + " --header-only 2>/dev/null");
     CHECK(hdr.output.find("missing features:") != std::string::npos);
     CHECK(std::regex_search(hdr.output, std::regex("missing features:[^\\n]*BUILD_ID")) == false);
-    // The workload's id, read independently from its ELF notes with readelf.
-    auto id = run_command("readelf -n " + kWorkload + " 2>/dev/null | sed -n 's/.*Build ID: *//p'");
-    std::string want = id.output.substr(0, id.output.find('\n'));
-    if (want.empty()) skip_test("readelf (binutils) is not installed or the workload has no build-id");
+    const std::string want = workload_build_id();
     auto list = run_command(perf + " buildid-list -i " + f.path + " 2>/dev/null");
     INFO(list.output);
     CHECK(list.output.find(want + " " + kWorkload) != std::string::npos);
@@ -168,9 +173,7 @@ TEST_CASE("compressed (-z): perf reads the compressed file: top symbol, call cha
     CHECK(full * 10 >= hot * 9);
     auto hdr = run_command(perf + " report -i " + f.path + " --header-only 2>/dev/null");
     CHECK(hdr.output.find("compressed : Zstd, level = 1") != std::string::npos);
-    auto id = run_command("readelf -n " + kWorkload + " 2>/dev/null | sed -n 's/.*Build ID: *//p'");
-    const std::string want = id.output.substr(0, id.output.find('\n'));
-    if (want.empty()) skip_test("readelf (binutils) is not installed or the workload has no build-id");
+    const std::string want = workload_build_id();
     auto list = run_command(perf + " buildid-list -i " + f.path + " 2>/dev/null");
     INFO(list.output);
     CHECK(list.output.find(want + " " + kWorkload) != std::string::npos);

@@ -27,6 +27,23 @@
 
 using namespace ringcap_test;
 
+namespace {
+
+// Starts a record and SIGKILLs it once samples beyond the start records are durable and published:
+// the file appears with the records of what already runs (its header says so), then the header's
+// data size grows.
+void kill_once_data_is_published(const std::vector<std::string>& args, const std::string& file,
+                                 const std::string& log) {
+    Running r = spawn(args, log);
+    REQUIRE(eventually([&] { return header_data_size(file) > 0; }));
+    const uint64_t start = header_data_size(file);
+    REQUIRE(eventually([&] { return header_data_size(file) > start; }));
+    kill(r.pid, SIGKILL);
+    CHECK(wait_exit(r) == 128 + SIGKILL);
+}
+
+}  // namespace
+
 TEST_CASE("SIGINT, SIGTERM and SIGHUP end a record cleanly, a second SIGINT does no harm", "[reliability]") {
     require_kernel();
     const std::string perf = require_perf();
@@ -57,14 +74,7 @@ TEST_CASE("after SIGKILL perf still reads the file up to the last refreshed head
     TempFile f("kill9"), log("kill9-log");
     // A low rate: a 1 MiB staging buffer would take minutes to fill, so data reaches the disk (and
     // the header) only through the 0.5 s idle flush.
-    Running r = spawn({"record", "-a", "-F", "200", "--duration", "60", "-o", f.path}, log.path);
-    // The file appears with the records of what already runs (its header says so); wait for the
-    // condition the guarantee is about: samples beyond them are durable and published.
-    REQUIRE(eventually([&] { return header_data_size(f.path) > 0; }));
-    const uint64_t start = header_data_size(f.path);
-    REQUIRE(eventually([&] { return header_data_size(f.path) > start; }));
-    kill(r.pid, SIGKILL);
-    CHECK(wait_exit(r) == 128 + SIGKILL);
+    kill_once_data_is_published({"record", "-a", "-F", "200", "--duration", "60", "-o", f.path}, f.path, log.path);
     const PerfStats stats = perf_report_stats(perf, f.path);
     CHECK(stats.ok());
     CHECK(stats.count("SAMPLE") > 0);
@@ -272,14 +282,10 @@ TEST_CASE("compressed (-z): after SIGKILL perf reads the compressed file up to t
     require_kernel();
     const std::string perf = require_perf();
     TempFile f("kill9z"), log("kill9z-log");
-    Running r = spawn({"record", "-z", "-a", "-F", "4000", "--call-graph", "dwarf", "--duration", "60", "-o", f.path},
-                      log.path);
-    REQUIRE(eventually([&] { return header_data_size(f.path) > 0; }));
-    const uint64_t start = header_data_size(f.path);
-    // Compressed data reaches the file with the idle flush and the round markers that follow it.
-    REQUIRE(eventually([&] { return header_data_size(f.path) > start; }));
-    kill(r.pid, SIGKILL);
-    CHECK(wait_exit(r) == 128 + SIGKILL);
+    // Compressed data reaches the header with the idle flush and the round marker (anchor) after it.
+    kill_once_data_is_published(
+        {"record", "-z", "-a", "-F", "4000", "--call-graph", "dwarf", "--duration", "60", "-o", f.path}, f.path,
+        log.path);
     const PerfStats stats = perf_report_stats(perf, f.path);
     INFO(stats.output);
     CHECK(stats.ok());
