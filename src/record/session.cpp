@@ -160,7 +160,10 @@ int Session::run(RingSource& source, RecordSummary& sum) {
     // 3. The output under a temporary name, its space allocated ahead; 4. the collectors, armed on
     // their threads (-r applies to them), before the file replaces anything.
     output_ = std::make_unique<FileOutput>(opts_.output, opts_.allow_direct, attr_entries(attrs));
-    space_ = std::make_unique<FileSpace>(output_->data_offset(), output_->file().inline_writes());
+    // With -z the data reaches the file at a few MB/s: preallocating 128 MiB ahead (so that O_DIRECT
+    // writes run inline at hundreds of MB/s) would only leave a killed capture's file that much bigger.
+    space_ = std::make_unique<FileSpace>(output_->data_offset(),
+                                         output_->file().inline_writes() && opts_.compression_level == 0);
     space_->allocate_now(output_->file().buffered_fd());
     start_collectors(plan, attrs);
     if (opts_.verbose) print_setup(plan, ring_pages);
