@@ -199,6 +199,8 @@ void SyntheticSource::produce(unsigned thread) {
     while (!stop_.load(std::memory_order_relaxed)) {
         const uint64_t now = now_ns();
         bool wrote_any = false;
+        uint64_t lowest = UINT64_MAX;
+        for (const Producer* r : mine) lowest = std::min(lowest, r->written);
         for (Producer* r : mine) {
             // Acquire pairs with the reader's release store of data_tail: the bytes it has released
             // are no longer read, so we may overwrite them (the kernel's smp_mb after reading tail).
@@ -212,7 +214,11 @@ void SyntheticSource::produce(unsigned thread) {
             } else {
                 want = (room_end - r->head) / rec_size;  // as many as fit, never drops
             }
-            if (cfg_.samples_per_ring) want = std::min(want, cfg_.samples_per_ring - (r->written + r->dropped));
+            if (cfg_.samples_per_ring) {
+                // In lock step: sample n goes to every ring before n + 1 goes to any, so the counted
+                // times follow the order of production, as clock times do (FINISHED_ROUND relies on it).
+                want = std::min<uint64_t>(want, r->written == lowest && r->written < cfg_.samples_per_ring ? 1 : 0);
+            }
             const uint64_t head0 = r->head;
             for (uint64_t k = 0; k < want; ++k) {
                 if (r->unreported) {
@@ -241,7 +247,8 @@ void SyntheticSource::produce(unsigned thread) {
                 s.id = r->id;
                 s.ip = 0x400000 + ((r->written & 0xff) << 4);
                 s.tid = pid;
-                // Counted times are unique across rings (ids are consecutive), so perf sorts them alike.
+                // Counted times: unique across rings (ids are consecutive) and, in lock step, in the
+                // order of production.
                 s.time = cfg_.samples_per_ring ? 1000000 + (r->written * producers_.size() + (r->id - first_id_)) * 100 : now;
                 s.cpu = r->cpu;
                 r->put(r->head, &s, sizeof s);

@@ -29,9 +29,9 @@ struct SyntheticConfig {
     double mb_per_ring = 0;        // MB/s (1e6 bytes) offered to each ring; 0 = saturate (see below)
     uint32_t record_bytes = 8192;  // bytes per sample record, like a dwarf sample with an 8 KiB stack
     unsigned threads = 1;          // producer threads; each fills every threads-th ring
-    // Reproducible records: each ring offers this many samples and then stops, with times counted
-    // per sample instead of read from the clock (two records of the same config hold the same
-    // samples). 0 = no limit, clock times.
+    // Reproducible records: each ring offers this many samples, the rings in lock step (one producer
+    // thread), and then stops, with times counted per sample instead of read from the clock (two
+    // records of the same config hold the same samples). 0 = no limit, clock times.
     uint64_t samples_per_ring = 0;
     // Stacks as varied copies of a random template (one word in 16 changes from sample to sample)
     // instead of one repeated byte: data that compresses like real stacks, not at memory speed.
