@@ -39,6 +39,9 @@ public:
     static size_t max_output(size_t input);
     // The scratch compress() needs for `input` bytes.
     static size_t records_area(size_t input) { return kLead + max_output(input); }
+    // What an encoder for `max_input` bytes at `level` allocates besides the caller's areas: zstd's
+    // context and the one-shot frame.
+    static size_t context_bytes(int level, size_t max_input);
 
     // Compresses `in` into records built in `area` (records_area() bytes); returns them.
     std::span<const std::byte> compress(std::span<const std::byte> in, std::byte* area);

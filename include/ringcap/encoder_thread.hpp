@@ -6,6 +6,7 @@
 // being compressed (about 0.6 ms per MiB at level 1). No allocation after construction.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +21,22 @@
 #include "ringcap/sys.hpp"
 
 namespace ringcap {
+
+// Staging buffers handed to the encoder thread at a time: enough that it keeps busy while the
+// collector waits for the CPU to place what it finished (4 were not, with both CPUs busy), and no
+// more than there are staging buffers.
+inline constexpr size_t kEncoderSlots = 8;
+inline size_t encoder_slots(size_t staging_buffers) { return std::min(kEncoderSlots, staging_buffers); }
+
+// The encoded buffers of a collector with `staging_buffers` staging buffers of `staging_bytes`:
+// compressed, the same data needs far fewer on its way to the disk; a quarter (at least 4) keeps
+// incompressible data flowing as well.
+inline size_t encoded_buffer_count(size_t staging_buffers) { return std::max<size_t>(4, staging_buffers / 4); }
+inline size_t encoded_buffer_bytes(size_t staging_bytes) {
+    return (ZstdEncoder::max_output(staging_bytes) + kStagingAlign - 1) / kStagingAlign * kStagingAlign;
+}
+// All the memory -z adds to a collector: encoded buffers, the encoder's scratch and zstd's context.
+uint64_t compression_memory(int level, size_t staging_buffers, size_t staging_bytes);
 
 class EncoderThread {
 public:

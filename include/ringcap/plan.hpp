@@ -50,6 +50,9 @@ public:
     // memory cgroup limit applies. Ring memory is not charged to the cgroup (measured: 2 x 64 MiB
     // rings under a 48 MiB limit); staging is, all of it (io_uring pins registered buffers).
     static constexpr uint64_t kMemoryHeadroom = 6u << 20;
+    // The memory staging takes: `buffers` of `bytes`, and with -z (level > 0) each of `collectors`
+    // collectors' encoded buffers, encoder scratch and zstd context.
+    static uint64_t staging_memory(size_t buffers, size_t bytes, int level, size_t collectors);
 
     // Throws Error (exit status 2) when the options cannot work on this host. `source` must outlive
     // the plan (attrs() asks it for each event's attr).
@@ -77,7 +80,7 @@ public:
 
 private:
     RecordPlan(const RingSource& source) : source_(&source) {}
-    void fit_staging(const RecordOptions& opts, const HostLimits& host);
+    void fit_staging(const RecordOptions& opts, const HostLimits& host, size_t rings);
 
     const RingSource* source_;
     SamplingConfig sampling_;

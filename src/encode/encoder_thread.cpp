@@ -7,6 +7,12 @@
 
 namespace ringcap {
 
+uint64_t compression_memory(int level, size_t staging_buffers, size_t staging_bytes) {
+    return uint64_t(encoded_buffer_count(staging_buffers)) * encoded_buffer_bytes(staging_bytes) +
+           uint64_t(encoder_slots(staging_buffers) + 1) * ZstdEncoder::records_area(staging_bytes) +
+           ZstdEncoder::context_bytes(level, staging_bytes);
+}
+
 EncoderThread::EncoderThread(int level, size_t max_input, size_t slots) : encoder_(level, max_input), slots_(slots) {
     for (auto& s : slots_) s.area = std::make_unique<std::byte[]>(ZstdEncoder::records_area(max_input));
     wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));

@@ -63,6 +63,10 @@ size_t ZstdEncoder::max_output(size_t input) {
     return ZSTD_compressBound(input) + 16 * (input / 32768 + 4) + 64;
 }
 
+size_t ZstdEncoder::context_bytes(int level, size_t max_input) {
+    return ZSTD_estimateCCtxSize_usingCParams(ZSTD_getCParams(level, max_input, 0)) + ZSTD_compressBound(max_input);
+}
+
 size_t ZstdEncoder::finish_records(size_t end) {
     // Records stay 8-byte aligned (the output buffers pad with whole records): a skippable zstd frame
     // of 9..15 bytes at the start of the first record makes up the difference. At the start, not at

@@ -10,11 +10,6 @@
 
 namespace ringcap {
 
-namespace {
-// Staging buffers handed to the encoder thread at a time: enough that it keeps busy while the
-// collector waits for the CPU to place what it finished (4 were not, with both CPUs busy).
-constexpr size_t kEncoderSlots = 8;
-}  // namespace
 
 
 Collector::Collector(const CollectorConfig& cfg, std::span<const SourceRing> rings, CollectorControl& control,
@@ -31,12 +26,10 @@ Collector::Collector(const CollectorConfig& cfg, std::span<const SourceRing> rin
     live_rings_ = rings_.size();
     staging_ = std::make_unique<StagingPool>(cfg.staging_buffer_bytes, cfg.staging_buffers);
     if (cfg.compression_level > 0) {
-        // Compressed, the same data needs far fewer buffers on its way to the disk; a quarter keeps
-        // incompressible data flowing as well.
-        const size_t out_bytes = (ZstdEncoder::max_output(cfg.staging_buffer_bytes) + kStagingAlign - 1) /
-                                 kStagingAlign * kStagingAlign;
-        encoded_ = std::make_unique<StagingPool>(out_bytes, std::max<size_t>(4, cfg.staging_buffers / 4));
-        encoder_ = std::make_unique<EncoderThread>(cfg.compression_level, cfg.staging_buffer_bytes, kEncoderSlots);
+        encoded_ = std::make_unique<StagingPool>(encoded_buffer_bytes(cfg.staging_buffer_bytes),
+                                                 encoded_buffer_count(cfg.staging_buffers));
+        encoder_ = std::make_unique<EncoderThread>(cfg.compression_level, cfg.staging_buffer_bytes,
+                                                  encoder_slots(cfg.staging_buffers));
     }
     loop_ = make_loop(cfg.loop, &fallback_reason_);
 }

@@ -1,4 +1,5 @@
 #include "ringcap/plan.hpp"
+#include "ringcap/encoder_thread.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -110,7 +111,7 @@ RecordPlan RecordPlan::make(const RecordOptions& opts, const RingSource& source,
     // of 8). Shared out among the collectors.
     p.staging_buffers_ = opts.staging_buffers ? opts.staging_buffers : kDefaultStagingBuffers;
     p.staging_buffer_bytes_ = opts.staging_buffer_bytes;
-    if (host.memory_limit) p.fit_staging(opts, host);
+    if (host.memory_limit) p.fit_staging(opts, host, rings);
     p.loop_.backend = source.level_triggered_ok() ? opts.backend : Backend::Uring;
     p.loop_.rings = unsigned(rings);
     p.loop_.writes_in_flight = unsigned(p.staging_buffers_);
@@ -118,30 +119,63 @@ RecordPlan RecordPlan::make(const RecordOptions& opts, const RingSource& source,
     return p;
 }
 
-void RecordPlan::fit_staging(const RecordOptions& opts, const HostLimits& host) {
-    // Staging is charged to the memory cgroup in full (io_uring pins registered buffers); going over
-    // the limit gets the record killed without a word. Fit it, or refuse.
+namespace {
+size_t collectors_for(const std::string& threads, size_t rings) {
+    // As split_rings() will split them; for core, package and numa the most there can be.
+    if (threads.empty() || rings == 0) return 1;
+    if (std::all_of(threads.begin(), threads.end(), ::isdigit)) return std::clamp<size_t>(std::stoul(threads), 1, rings);
+    return rings;
+}
+}  // namespace
+
+uint64_t RecordPlan::staging_memory(size_t buffers, size_t bytes, int level, size_t collectors) {
+    uint64_t m = uint64_t(buffers) * bytes;
+    if (level > 0)
+        m += collectors * compression_memory(level, std::max<size_t>(4, buffers / collectors), bytes);
+    return m;
+}
+
+void RecordPlan::fit_staging(const RecordOptions& opts, const HostLimits& host, size_t rings) {
+    // Staging is charged to the memory cgroup in full (io_uring pins registered buffers), and with
+    // -z so are the encoded buffers and the encoder's scratch; going over the limit gets the record
+    // killed without a word. Fit it, or refuse.
     const uint64_t limit = *host.memory_limit;
     const uint64_t room = limit > host.memory_usage + kMemoryHeadroom ? limit - host.memory_usage - kMemoryHeadroom : 0;
-    const uint64_t want = uint64_t(staging_buffers_) * staging_buffer_bytes_;
-    if (want <= room) return;
+    const int level = opts.compression_level;
+    const size_t collectors = collectors_for(opts.threads, rings);
+    auto fits = [&](size_t count, size_t bytes) { return staging_memory(count, bytes, level, collectors) <= room; };
+    if (fits(staging_buffers_, staging_buffer_bytes_)) return;
     const std::string why = "the memory cgroup limit is " + mib(limit) + " (" + host.memory_limit_file + "), " +
                             mib(host.memory_usage) + " of it in use";
+    const std::string what = level > 0 ? " and what -z needs with it" : "";
     if (opts.staging_buffers)
         throw Error("--staging-buffers " + std::to_string(staging_buffers_) + " x " +
-                    std::to_string(staging_buffer_bytes_ >> 10) + " KiB does not fit: " + why +
+                    std::to_string(staging_buffer_bytes_ >> 10) + " KiB" + what + " does not fit: " + why +
                     ", and ringcap needs " + mib(kMemoryHeadroom) + " besides; give less staging or raise the limit");
-    size_t bytes = staging_buffer_bytes_, count = size_t(room / bytes);
-    if (count < 4) {
-        // Four smaller buffers ride out a slow write better than two big ones.
-        bytes = std::max(kMinBufferBytes, size_t(room / 4) / kStagingAlign * kStagingAlign);
-        count = size_t(room / bytes);
+    // As many full-size buffers as fit; if fewer than four, four smaller ones (they ride out a slow
+    // write better than two big ones): the largest size at which four fit.
+    size_t bytes = staging_buffer_bytes_, count = 4;
+    if (!fits(4, bytes)) {
+        size_t lo = kMinBufferBytes / kStagingAlign, hi = bytes / kStagingAlign;
+        while (lo < hi) {
+            const size_t mid = (lo + hi + 1) / 2;
+            if (fits(4, mid * kStagingAlign)) lo = mid;
+            else hi = mid - 1;
+        }
+        bytes = lo * kStagingAlign;
     }
-    if (count < 2)
-        throw Error("not enough memory to record: " + why + "; ringcap needs " + mib(kMemoryHeadroom + kMinStagingBytes) +
-                    " (raise memory.max / memory.limit_in_bytes, or record outside the container)");
+    while (count < staging_buffers_ && fits(count + 1, bytes)) ++count;
+    while (count > 2 && !fits(count, bytes)) --count;
+    if (!fits(count, bytes))
+        throw Error("not enough memory to record: " + why + "; ringcap needs " +
+                    mib(kMemoryHeadroom + staging_memory(2, kMinBufferBytes, level, collectors)) +
+                    " (raise memory.max / memory.limit_in_bytes, or record outside the container" +
+                    (level > 0 ? ", or without -z" : "") + ")");
     notes_.push_back(why + ": staging " + std::to_string(count) + " x " + std::to_string(bytes >> 10) + " KiB instead of " +
-                     std::to_string(staging_buffers_) + " x " + std::to_string(staging_buffer_bytes_ >> 10) + " KiB");
+                     std::to_string(staging_buffers_) + " x " + std::to_string(staging_buffer_bytes_ >> 10) + " KiB" +
+                     (level > 0 ? " (with what -z needs besides: " + mib(staging_memory(count, bytes, level, collectors) -
+                                                                      uint64_t(count) * bytes) + ")"
+                                : ""));
     staging_buffers_ = count;
     staging_buffer_bytes_ = bytes;
 }

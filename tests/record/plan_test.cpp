@@ -158,6 +158,39 @@ TEST_CASE("staging: 64 x 1 MiB whatever the number of rings, unless given", "[pl
     CHECK(given.loop().rings == 2);
 }
 
+TEST_CASE("staging under a memory cgroup limit: fitted, with -z counting its encoded buffers, scratch and zstd context",
+          "[plan]") {
+    PerfSource two({parse_event("cpu-clock")}, cpus(2));
+    for (const uint64_t limit : {8ull << 20, 16ull << 20, 48ull << 20, 256ull << 20}) {
+        for (const bool z : {false, true}) {
+            INFO("limit " << (limit >> 20) << " MiB" << (z ? ", -z" : ""));
+            HostLimits h = host();
+            h.memory_limit = limit;
+            const RecordOptions o = options(z ? std::vector<std::string>{"-a", "-z"} : std::vector<std::string>{"-a"});
+            const RecordPlan p = RecordPlan::make(o, two, h);
+            const uint64_t need =
+                RecordPlan::staging_memory(p.staging_buffers(), p.staging_buffer_bytes(), o.compression_level, 1);
+            CHECK(need + RecordPlan::kMemoryHeadroom <= limit);
+            CHECK(p.staging_buffers() >= 2);
+            if (limit == 256ull << 20) CHECK(p.staging_buffers() == 64);
+            else CHECK_FALSE(p.notes().empty());
+        }
+    }
+    // -z needs more than staging alone: at 16 MiB the staging it gets is smaller.
+    HostLimits h = host();
+    h.memory_limit = 16ull << 20;
+    const RecordPlan plain = RecordPlan::make(options({"-a"}), two, h), z = RecordPlan::make(options({"-a", "-z"}), two, h);
+    CHECK(uint64_t(z.staging_buffers()) * z.staging_buffer_bytes() <
+          uint64_t(plain.staging_buffers()) * plain.staging_buffer_bytes());
+    // Given staging that does not fit with -z is refused, saying so.
+    try {
+        RecordPlan::make(options({"-a", "-z", "--staging-buffers", "8"}), two, h);
+        FAIL("no error");
+    } catch (const Error& e) {
+        CHECK(std::string(e.what()).find("and what -z needs with it does not fit") != std::string::npos);
+    }
+}
+
 TEST_CASE("loop: the requested backend, but io_uring for a source whose fds stay readable", "[plan]") {
     PerfSource perf({parse_event("cpu-clock")}, cpus(2));
     CHECK(RecordPlan::make(options({"-a", "--backend", "epoll"}), perf, host()).loop().backend == Backend::Epoll);

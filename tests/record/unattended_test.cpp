@@ -151,21 +151,27 @@ TEST_CASE("RLIMIT_FSIZE: no SIGXFSZ death, the file keeps what fit, exit 1 namin
     CHECK(stats.count("SAMPLE") > 0);
 }
 
-TEST_CASE("a memory cgroup limit: staging is sized to fit (8-16 MiB) or left alone (128 MiB), never killed",
+TEST_CASE("a memory cgroup limit: staging is sized to fit (8-16 MiB, also with -z) or left alone (128 MiB), never killed",
           "[unattended]") {
     require_kernel();
     const std::string perf = require_perf();
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     skip_test("built with a sanitizer: its shadow memory alone is more than an 8 MiB cgroup allows");
 #endif
-    for (const std::string limit : {"8M", "16M", "128M"}) {
+    // With -z (at a rate that fills every buffer: it was killed at 16 MiB before -z's buffers counted).
+    for (const std::string limit : {"8M", "16M", "128M", "16M -z"}) {
         INFO("memory limit " << limit);
-        MemoryCgroup cg(limit);
+        const bool z = limit.find("-z") != std::string::npos;
+        MemoryCgroup cg(limit.substr(0, limit.find(' ')));
         OpenDir d;
         const std::string out = d.dir + "/perf.data";
         TempFile log("memcg-log");
-        std::vector<std::string> args{"record", "-a", "-F", "4000", "--call-graph", "dwarf", "--duration", "1",
-                                      "-o", out};
+        std::vector<std::string> args{"record", "-a", "-F", z ? "20000" : "4000", "--call-graph", "dwarf",
+                                      "--duration", "1", "-o", out};
+        if (z) {
+            args.push_back("-z");
+            args.insert(args.end(), kBusy.begin(), kBusy.end());
+        }
         Running r = spawn(args, log.path, [&] { std::ofstream(cg.procs) << getpid() << std::endl; });
         const int rc = wait_exit(r);
         const std::string text = read_file(log.path);
@@ -173,6 +179,7 @@ TEST_CASE("a memory cgroup limit: staging is sized to fit (8-16 MiB) or left alo
         CHECK(rc == 0);
         const bool fitted = text.find("the memory cgroup limit is ") != std::string::npos;
         CHECK(fitted == (limit != "128M"));
+        if (z) CHECK(text.find("with what -z needs besides") != std::string::npos);
         CHECK(perf_report_stats(perf, out).ok());
     }
 }
