@@ -10,8 +10,6 @@ namespace ringcap {
 
 namespace {
 
-constexpr uint32_t kRecordCompressed = 81;  // PERF_RECORD_COMPRESSED
-
 template <typename T>
 bool get(const std::vector<char>& buf, uint64_t off, T& out) {
     if (off > buf.size() || buf.size() - off < sizeof(T)) return false;

@@ -32,7 +32,8 @@ struct CollectorConfig {
     int realtime_priority = 0;       // -r: SCHED_FIFO for the collector's thread (0 = normal)
     double tick_seconds = 0.5;       // idle flush; bounds what a crash loses to about this much
     int compression_level = 0;       // -z: zstd level of the encoder stage (0 = off: no encoder, no copy)
-    // -z: per event index, the user-stack dump size to scrub past dyn_size (RingReader::set_stack_scrub).
+    // -z: per event index, the user-stack dump size to scrub past dyn_size (RingReader::set_stack_scrub);
+    // empty without -z.
     std::vector<uint32_t> stack_scrub;
 };
 
@@ -153,7 +154,6 @@ private:
     // Progress of request_flush(): done once the encoder gave back every buffer handed over
     // before it (then the padded partial buffer is queued).
     void poll_flush();
-    void handed_over();  // a staging buffer went to the encoder
 
     CollectorControl& control_;
     std::ostream& log_;
@@ -168,8 +168,7 @@ private:
     std::unique_ptr<EncoderThread> encoder_;
     bool flush_pending_ = false, flush_again_ = false;
     std::optional<StagingBuffer> pending_partial_;  // a flush's partial buffer, until handed over
-    size_t to_hand_ = 0;         // buffers staged before the flush request not yet handed on
-    uint64_t flush_target_ = 0;  // then: the encoder's hand-over count that completes the flush
+    uint64_t flush_target_ = 0;  // the encoder's hand-back count that completes the flush
     std::unique_ptr<Loop> loop_;
     std::optional<Writer> writer_;
     std::string fallback_reason_;

@@ -55,7 +55,6 @@ public:
     bool encode(std::span<const std::byte> in, StagingPool& out);
 
     const EncoderStats& stats() const { return stats_; }
-    int level() const { return level_; }
 
 private:
     size_t frame_to_records(size_t frame_len);
@@ -66,13 +65,13 @@ private:
 
     struct Ctx;
     std::unique_ptr<Ctx> ctx_;
-    int level_;
     size_t max_input_;
     std::unique_ptr<std::byte[]> frame_;    // the one-shot frame
     size_t frame_cap_;
     std::unique_ptr<std::byte[]> records_;  // encode()'s area
     std::byte* area_ = nullptr;             // compress()'s area
     size_t start_ = kLead;          // where the last compress()'s records begin in area_
+    size_t frame_records_ = 0;      // records of the frame being built
     unsigned prefer_chunked_ = 0;  // frames left to compress chunked without trying one-shot
     EncoderStats stats_;
 };

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <thread>
@@ -83,8 +84,9 @@ private:
     std::atomic<uint64_t> completed_{0};
     uint64_t taken_ = 0;  // the collector's
     std::atomic<bool> stop_{false};
-    // The encoder's counters, published after each buffer for the collector's snapshots.
-    std::atomic<uint64_t> bytes_in_{0}, bytes_out_{0}, records_{0}, frames_{0}, chunked_{0}, cpu_ns_{0};
+    // The encoder's counters, copied after each buffer for the collector's snapshots.
+    mutable std::mutex stats_mu_;
+    EncoderStats stats_;
     std::thread thread_;
 };
 

@@ -15,6 +15,7 @@ inline constexpr uint32_t kRecordFinishedRound = 68;  // PERF_RECORD_FINISHED_RO
 // PERF_RECORD_FINISHED_INIT, which perf report and perf script ignore whatever its size: ringcap pads
 // buffers with it (a FINISHED_ROUND used as padding would act as a round marker).
 inline constexpr uint32_t kRecordPadding = 82;
+inline constexpr uint32_t kRecordCompressed = 81;  // PERF_RECORD_COMPRESSED: zstd bytes after the header (-z)
 inline constexpr size_t kMaxRecordBytes = 65528;  // header.size is a u16; records are 8-byte aligned
 inline constexpr uint16_t kMiscBuildIdSize = 1u << 15;  // PERF_RECORD_MISC_BUILD_ID_SIZE
 

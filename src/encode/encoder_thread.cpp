@@ -48,14 +48,8 @@ std::optional<EncoderThread::Done> EncoderThread::done() const {
 void EncoderThread::pop_done() { ++taken_; }
 
 EncoderStats EncoderThread::stats() const {
-    EncoderStats s;
-    s.bytes_in = bytes_in_.load(std::memory_order_relaxed);
-    s.bytes_out = bytes_out_.load(std::memory_order_relaxed);
-    s.records = records_.load(std::memory_order_relaxed);
-    s.frames = frames_.load(std::memory_order_relaxed);
-    s.chunked = chunked_.load(std::memory_order_relaxed);
-    s.cpu_ns = cpu_ns_.load(std::memory_order_relaxed);
-    return s;
+    std::lock_guard lock(stats_mu_);
+    return stats_;
 }
 
 void EncoderThread::run() {
@@ -73,13 +67,10 @@ void EncoderThread::run() {
             std::fprintf(stderr, "ringcap: compression failed: %s\n", e.what());
             std::abort();
         }
-        const EncoderStats& st = encoder_.stats();
-        bytes_in_.store(st.bytes_in, std::memory_order_relaxed);
-        bytes_out_.store(st.bytes_out, std::memory_order_relaxed);
-        records_.store(st.records, std::memory_order_relaxed);
-        frames_.store(st.frames, std::memory_order_relaxed);
-        chunked_.store(st.chunked, std::memory_order_relaxed);
-        cpu_ns_.store(st.cpu_ns, std::memory_order_relaxed);
+        {
+            std::lock_guard lock(stats_mu_);  // once per staging buffer, and snapshots are rare
+            stats_ = encoder_.stats();
+        }
         ++next;
         // RELEASE: the records are written before the collector sees the slot done.
         completed_.store(next, std::memory_order_release);

@@ -13,7 +13,6 @@ namespace ringcap {
 
 namespace {
 
-constexpr uint32_t kRecordCompressed = 81;  // PERF_RECORD_COMPRESSED
 // The fallback's input per record: one zstd block (< 128 KiB) whose worst case, stored raw, plus a
 // frame header still fits in one record.
 constexpr size_t kChunk = 60000;
@@ -40,7 +39,7 @@ struct ZstdEncoder::Ctx {
 };
 
 ZstdEncoder::ZstdEncoder(int level, size_t max_input)
-    : ctx_(std::make_unique<Ctx>()), level_(level), max_input_(max_input) {
+    : ctx_(std::make_unique<Ctx>()), max_input_(max_input) {
     ctx_->cctx = ZSTD_createCCtx();
     if (!ctx_->cctx) throw Error("zstd: cannot create a compression context");
     const size_t r = ZSTD_CCtx_setParameter(ctx_->cctx, ZSTD_c_compressionLevel, level);
@@ -98,6 +97,7 @@ size_t ZstdEncoder::frame_to_records(size_t n) {
     if (ZSTD_isError(fh)) return 0;
     size_t out = kLead, begin = 0, pos = fh;
     auto emit = [&](size_t end) {
+        ++frame_records_;
         put_header(area_ + out, end - begin);
         std::memcpy(area_ + out + 8, f + begin, end - begin);
         out += 8 + end - begin;
@@ -138,6 +138,7 @@ size_t ZstdEncoder::chunked_records(std::span<const std::byte> in) {
         if (ZSTD_isError(r)) throw Error(std::string("zstd: ") + ZSTD_getErrorName(r));
         if (r != 0) throw Error("zstd: a chunk did not fit in one record");
         put_header(rec, ob.pos);
+        ++frame_records_;
         out += 8 + ob.pos;
     }
     return finish_records(out);
@@ -147,6 +148,7 @@ std::span<const std::byte> ZstdEncoder::compress(std::span<const std::byte> in, 
     if (in.size() > max_input_) throw Error("zstd: input larger than the encoder was sized for");
     area_ = area;
     const uint64_t t0 = thread_cpu_ns();
+    frame_records_ = 0;
     size_t len = 0;
     if (prefer_chunked_ == 0) {
         const size_t n = ZSTD_compress2(ctx_->cctx, frame_.get(), frame_cap_, in.data(), in.size());
@@ -156,6 +158,7 @@ std::span<const std::byte> ZstdEncoder::compress(std::span<const std::byte> in, 
         --prefer_chunked_;
     }
     if (len == 0) {
+        frame_records_ = 0;  // the one-shot's, if it was tried
         len = chunked_records(in);
         ++stats_.chunked;
         if (prefer_chunked_ == 0) prefer_chunked_ = 16;  // the data does not compress: skip the one-shot try for a while
@@ -164,12 +167,7 @@ std::span<const std::byte> ZstdEncoder::compress(std::span<const std::byte> in, 
     ++stats_.frames;
     stats_.bytes_in += in.size();
     stats_.bytes_out += len;
-    for (size_t p = 0; p < len;) {
-        perf_event_header h;
-        std::memcpy(&h, records.data() + p, sizeof h);
-        p += h.size;
-        ++stats_.records;
-    }
+    stats_.records += frame_records_;
     stats_.cpu_ns += thread_cpu_ns() - t0;
     return records;
 }

@@ -15,7 +15,7 @@ namespace ringcap {
 Collector::Collector(const CollectorConfig& cfg, std::span<const SourceRing> rings, CollectorControl& control,
                      std::ostream& log)
     : control_(control), log_(log), tick_seconds_(cfg.tick_seconds), events_(cfg.events),
-      stack_scrub_(cfg.compression_level > 0 ? cfg.stack_scrub : std::vector<uint32_t>{}) {
+      stack_scrub_(cfg.stack_scrub) {
     if (cfg.realtime_priority) set_realtime_priority(cfg.realtime_priority);
     track_dsos_ = cfg.track_dsos;
     rings_.resize(rings.size());  // never resized again: the readers point at ids and events_
@@ -159,23 +159,12 @@ void Collector::send_ready() {
             encoder_->pop_done();
         }
         // A flush's partial buffer goes first, then the full ones, as slots free up.
-        if (pending_partial_ && encoder_->submit(*pending_partial_)) {
-            pending_partial_.reset();
-            handed_over();
-        }
-        while (!pending_partial_ && staging_->has_ready() && encoder_->submit(staging_->peek_ready())) {
+        if (pending_partial_ && encoder_->submit(*pending_partial_)) pending_partial_.reset();
+        while (!pending_partial_ && staging_->has_ready() && encoder_->submit(staging_->peek_ready()))
             staging_->pop_ready();
-            handed_over();
-        }
     }
     writer_->queue_ready();
     if (flush_pending_) poll_flush();
-}
-
-void Collector::handed_over() {
-    // Buffers leave staging in order: once the flush's last one did, the flush waits only for the
-    // encoder to give back what it has been handed so far.
-    if (flush_pending_ && to_hand_ > 0 && --to_hand_ == 0) flush_target_ = encoder_->submitted();
 }
 
 void Collector::request_flush() {
@@ -188,16 +177,16 @@ void Collector::request_flush() {
         flush_again_ = true;  // what was staged since goes with the next one
         return;
     }
-    // Everything staged now: the buffers with the encoder, the full ones and the partial one.
+    // Everything staged now: the buffers with the encoder, then the partial one and the full ones,
+    // the next ones handed over (in that order: both queues are FIFO).
     flush_pending_ = true;
     pending_partial_ = staging_->take_partial();
-    to_hand_ = staging_->ready_count() + (pending_partial_ ? 1 : 0);
-    flush_target_ = encoder_->submitted();
+    flush_target_ = encoder_->submitted() + staging_->ready_count() + (pending_partial_ ? 1 : 0);
     send_ready();
 }
 
 void Collector::poll_flush() {
-    if (to_hand_ > 0 || encoder_->taken() < flush_target_) return;
+    if (encoder_->taken() < flush_target_) return;
     flush_pending_ = false;
     encoded_->pad_to_alignment();
     writer_->queue_partial();

@@ -119,7 +119,8 @@ void Session::start_collectors(const RecordPlan& plan, const std::vector<perf_ev
         s.config.track_dsos = opts_.build_ids;
         s.config.realtime_priority = opts_.realtime_priority;
         s.config.compression_level = opts_.compression_level;
-        for (const auto& a : attrs) s.config.stack_scrub.push_back(stack_dump_at_end(a));
+        if (opts_.compression_level > 0)
+            for (const auto& a : attrs) s.config.stack_scrub.push_back(stack_dump_at_end(a));
         s.rings = rings.subspan(first, n);
         s.first_ring = first;
         if (!opts_.threads.empty())
