@@ -34,6 +34,12 @@ struct Mmap2Body {  // PERF_RECORD_MMAP2, then char filename[]
 struct CommBody {  // PERF_RECORD_COMM, then char comm[]
     uint32_t pid, tid;
 };
+struct ForkBody {  // PERF_RECORD_FORK / PERF_RECORD_EXIT
+    uint32_t pid, ppid, tid, ptid;
+    uint64_t time;
+};
+// PERF_RECORD_MISC_FORK_EXEC, which perf sets on the FORK records it synthesizes.
+inline constexpr uint16_t kMiscForkExec = 1u << 13;
 struct LostBody {  // PERF_RECORD_LOST
     uint64_t id, lost;
 };
@@ -43,7 +49,7 @@ struct BuildIdBody {  // PERF_RECORD_HEADER_BUILD_ID (feature section), then the
     uint8_t size;  // bytes of build_id used (with kMiscBuildIdSize in misc)
     uint8_t reserved[3];
 };
-static_assert(sizeof(MmapBody) == 32 && sizeof(Mmap2Body) == 64 && sizeof(LostBody) == 16 && sizeof(BuildIdBody) == 28);
+static_assert(sizeof(ForkBody) == 24 && sizeof(MmapBody) == 32 && sizeof(Mmap2Body) == 64 && sizeof(LostBody) == 16 && sizeof(BuildIdBody) == 28);
 
 // Byte offsets of fields from the start of a record.
 namespace field {
@@ -55,6 +61,8 @@ inline constexpr size_t kLostId = kBody + offsetof(LostBody, id);
 inline constexpr size_t kLostCount = kBody + offsetof(LostBody, lost);
 // PERF_SAMPLE_IDENTIFIER (in every attr ringcap opens) puts the event id first in every sample.
 inline constexpr size_t kSampleIdentifier = kBody;
+// Then IP, PID/TID and TIME (kDefaultSampleType's order; every attr ringcap opens has them).
+inline constexpr size_t kSampleTime = kBody + 3 * sizeof(uint64_t);
 // PERF_RECORD_LOST_SAMPLES: { header; u64 lost; sample_id }
 inline constexpr size_t kLostSamplesCount = kBody;
 }  // namespace field

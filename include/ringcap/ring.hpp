@@ -84,8 +84,14 @@ struct RingCounters {
     uint64_t throttles = 0;
     uint64_t bad_headers = 0;   // records with an impossible size (must stay 0)
     uint64_t partial_drains = 0;  // drains stopped early because staging was full
+    uint64_t first_time = 0;      // earliest and latest sample time (perf's HEADER_SAMPLE_TIME); 0: none
+    uint64_t last_time = 0;
 
     RingCounters& operator+=(const RingCounters& o) {
+        if (o.samples != 0) {
+            first_time = samples == 0 ? o.first_time : std::min(first_time, o.first_time);
+            last_time = std::max(last_time, o.last_time);
+        }
         bytes += o.bytes;
         records += o.records;
         samples += o.samples;

@@ -1,5 +1,5 @@
 // What perf record synthesizes from /proc at start so samples of existing processes resolve to
-// names and symbols: COMM per thread, MMAP2 per executable mapping, the kernel map and modules.
+// names and symbols: FORK (system-wide) and COMM per thread, MMAP2 per executable mapping, the kernel map and modules.
 // Records carry an all-zero sample_id (id 0: perf's "synthesized" marker) sized for
 // kDefaultSampleType's sample_id_all fields.
 #pragma once
@@ -29,7 +29,7 @@ struct SynthesisStats {
 
 // The kernel ([kernel.kallsyms]_text) and module maps.
 void synthesize_kernel(const RecordSink& sink, size_t id_size, SynthesisStats& stats);
-// COMM + MMAP2 for `pids` (every process if nullopt): executable mappings, and with `data_maps`
+// FORK + COMM + MMAP2 for every process (nullopt), or COMM + MMAP2 for `pids`: executable mappings, and with `data_maps`
 // also readable file mappings (PERF_RECORD_MISC_MMAP_DATA), which dwarf unwinding needs.
 void synthesize_tasks(const RecordSink& sink, size_t id_size, const std::optional<std::vector<int>>& pids,
                       bool data_maps, SynthesisStats& stats);

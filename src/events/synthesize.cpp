@@ -73,6 +73,18 @@ std::string trim_newline(std::string s) {
     return s;
 }
 
+// The parent of a process from /proc/PID/status ("PPid:"), or 0.
+uint32_t parent_of(const std::string& proc_dir) {
+    const auto status = read_text_file(proc_dir + "/status");
+    if (!status) return 0;
+    const size_t at = status->find("\nPPid:");
+    return at == std::string::npos ? 0 : uint32_t(std::strtoul(status->c_str() + at + 7, nullptr, 10));
+}
+
+// The kernel's COMM records hold TASK_COMM_LEN - 1 = 15 characters; /proc shows kernel threads'
+// full names. perf cuts them the same way.
+constexpr size_t kCommChars = 15;
+
 }  // namespace
 
 void synthesize_kernel(const RecordSink& sink, size_t id_size, SynthesisStats& stats) {
@@ -125,12 +137,21 @@ void synthesize_tasks(const RecordSink& sink, size_t id_size, const std::optiona
         std::vector<int> tids = numeric_entries(base + "/task");
         if (tids.empty()) continue;  // exited meanwhile
         ++stats.processes;
+        // A system-wide capture gets each thread's parent as perf writes it (the main thread's parent
+        // from /proc, the others' the main thread), so readers see the task tree; per-task ones do not.
+        const uint32_t ppid = pids ? 0 : parent_of(base);
         for (int tid : tids) {
             auto comm = read_text_file(base + "/task/" + std::to_string(tid) + "/comm");
             if (!comm) continue;
+            if (!pids) {
+                const uint32_t parent = tid == pid ? ppid : uint32_t(pid);
+                b.begin(PERF_RECORD_FORK, kMiscForkExec);
+                b.put(ForkBody{uint32_t(pid), parent, uint32_t(tid), parent, 0});
+                b.end(sink, stats);
+            }
             b.begin(PERF_RECORD_COMM, 0);
             b.put(CommBody{uint32_t(pid), uint32_t(tid)});
-            b.str(trim_newline(*comm));
+            b.str(trim_newline(*comm).substr(0, kCommChars));
             b.end(sink, stats);
             ++stats.threads;
         }
@@ -154,7 +175,7 @@ void synthesize_tasks(const RecordSink& sink, size_t id_size, const std::optiona
                 misc |= PERF_RECORD_MISC_MMAP_DATA;
             }
             if (path.empty()) path = "//anon";
-            if (path == "[vsyscall]") continue;  // perf skips it too
+            if (path == "[vsyscall]" && !pids) continue;  // as perf: only per-task captures list it
             uint32_t prot = (perms[0] == 'r' ? 1u : 0u) | (perms[1] == 'w' ? 2u : 0u) | 4u;  // PROT_*
             uint32_t flags = perms[3] == 's' ? 1u : 2u;  // MAP_SHARED / MAP_PRIVATE
             b.begin(PERF_RECORD_MMAP2, misc);

@@ -89,7 +89,8 @@ OutputFile OutputFile::create(const std::string& path, bool allow_direct) {
         // left by one that was killed before it published.
         if (locked_by_another(tmp)) busy(path, tmp);
         ::unlink(tmp.c_str());
-        int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        // 0600 as perf: a profile holds command lines, paths and addresses.
+        int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0) {
             const int err = errno;
             throw Error("cannot create output file '" + path + "': " + errno_text(err) +

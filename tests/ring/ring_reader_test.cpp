@@ -631,3 +631,29 @@ TEST_CASE("RingReader: with -z the unused end of a user-stack dump is zeroed in 
     CHECK(stream_diff(sink.stream, want).empty());
     CHECK(events[0].samples == 3);
 }
+
+TEST_CASE("RingReader: the earliest and latest sample time (HEADER_SAMPLE_TIME), merged across rings", "[ring]") {
+    // { header; id; ip; pid, tid; time; ... } as kDefaultSampleType lays a sample out.
+    auto timed = [](uint64_t time) { return make_record(PERF_RECORD_SAMPLE, {100, 0x401000, 42, time, 0}); };
+    FakeRing ring(8192);
+    Sink sink;
+    RingReader reader(ring.view(), nullptr, {});
+    // Out of order within a ring (the kernel timestamps before it reserves), and a non-sample record
+    // with a bigger number where a sample's time would be.
+    for (uint64_t t : {5000, 3000, 9000, 7000}) REQUIRE(ring.write(timed(t)));
+    REQUIRE(ring.write(make_record(PERF_RECORD_COMM, {1, 1, 0, 99999}, 0)));
+    CHECK(reader.drain(sink.pool).complete);
+    CHECK(reader.counters().first_time == 3000);
+    CHECK(reader.counters().last_time == 9000);
+
+    ringcap::RingCounters total, empty, other;
+    other.samples = 1;
+    other.first_time = other.last_time = 2000;
+    total += empty;  // a ring without samples changes nothing
+    total += reader.counters();
+    total += empty;
+    CHECK(total.first_time == 3000);
+    total += other;
+    CHECK(total.first_time == 2000);
+    CHECK(total.last_time == 9000);
+}
