@@ -11,22 +11,37 @@
 
 namespace ringcap {
 
+// perf's event modifiers (":u", ":k", ":ppp", ...) as perf_event_attr bits.
+struct EventModifiers {
+    bool exclude_user = false, exclude_kernel = false, exclude_hv = false;
+    bool exclude_guest = false, exclude_host = false;
+    uint8_t precise_ip = 0;
+};
+
 struct EventSpec {
-    std::string name;  // as perf names it, e.g. "cpu-clock", "sched:sched_switch"
+    std::string name;  // as perf names it, e.g. "cpu-clock", "cpu-clock:u", "sched:sched_switch"
     uint32_t type = PERF_TYPE_SOFTWARE;
     uint64_t config = 0;
     std::string tp_system, tp_event;  // tracepoints only
     bool tracking = false;            // the dummy event that carries MMAP/COMM/TASK records
+    EventModifiers mods{};
 };
 
 // The tracefs mount (/sys/kernel/tracing or /sys/kernel/debug/tracing), or "" if none is mounted.
 std::string tracefs_root();
 
-// Resolves one of perf's event names (software and generic hardware events).
-// Throws Error naming the event if it is unknown.
+// Resolves one of perf's event names (software and generic hardware events), with perf's modifiers
+// ("cpu-clock:u"). Throws Error naming the event if it is unknown.
 EventSpec parse_event(const std::string& name);
-// "a,b,c" -> specs. Tracepoints may use globs ("syscalls:sys_enter_*").
+// "a,b,c" -> specs. Tracepoints may use globs ("syscalls:sys_enter_*") and modifiers
+// ("sched:sched_switch:u"); globs keep tracefs's order, as perf.
 std::vector<EventSpec> parse_event_list(const std::string& list);
+// perf's modifier letters u, k, h, G, H, p (up to 3), P applied as perf does (parse-events.c); throws
+// Error for letters perf has that ringcap does not implement. `event` names the event in messages.
+EventModifiers parse_modifiers(const std::string& letters, const std::string& event);
+// What perf record samples without -e on a machine without a hardware PMU: its "cycles:P" falls back
+// to cpu-clock, keeping the precise level, named "cpu-clock:ppp".
+EventSpec default_event();
 // The event that tracks processes and mappings: dummy, with mmap/mmap2/comm/comm_exec/task.
 EventSpec tracking_event();
 
@@ -52,6 +67,9 @@ inline constexpr uint64_t kDwarfRegsMask = 0xff0fff;
 // Default sample format: samples find their event by IDENTIFIER, and every other record carries sample_id.
 inline constexpr uint64_t kDefaultSampleType = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID |
                                                PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD;
+static_assert((kDefaultSampleType & (PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME)) ==
+                  (PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME),
+              "the ring reader finds a sample's id and time at fixed offsets (records.hpp field::)");
 inline constexpr uint64_t kDefaultReadFormat = PERF_FORMAT_ID | PERF_FORMAT_LOST;
 
 perf_event_attr make_attr(const EventSpec& spec, const SamplingConfig& cfg);

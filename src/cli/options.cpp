@@ -14,7 +14,7 @@ const char* const kRecordUsage =
     "  -C, --cpu LIST           record on these CPUs (e.g. 0,2-3)\n"
     "  -p, --pid PID,...        record these processes (all their threads, and children they start)\n"
     "  -t, --tid TID,...        record these threads\n"
-    "  -e, --event LIST         events, comma separated (default cpu-clock)\n"
+    "  -e, --event LIST         events, comma separated (default cpu-clock:ppp)\n"
     "  -F, --freq HZ            sample at HZ per event and CPU (default 4000)\n"
     "  -c, --count PERIOD       sample every PERIOD events instead of -F\n"
     "  -g                       frame-pointer call stacks (same as --call-graph fp)\n"
@@ -77,7 +77,7 @@ size_t parse_pages(const std::string& v) {
 RecordOptions parse_record_args(const std::vector<std::string>& args) {
     RecordOptions o;
     bool have_F = false, have_c = false;
-    std::string events = "cpu-clock";
+    std::optional<std::string> events;  // perf's default without -e
     for (size_t i = 0; i < args.size(); ++i) {
         std::string a = args[i];
         std::string inline_val;
@@ -254,7 +254,7 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
     if (tasks && !o.command.empty()) bad("-p/-t and a command exclude each other");
     if (!o.all_cpus && !o.cpus && o.command.empty() && !tasks)
         bad("nothing to record: give -a (all CPUs), -C LIST, -p PID, -t TID, or -- COMMAND");
-    o.events = parse_event_list(events);
+    o.events = events ? parse_event_list(*events) : std::vector<EventSpec>{default_event()};
     return o;
 }
 

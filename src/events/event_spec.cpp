@@ -66,21 +66,24 @@ std::string need_tracefs(const std::string& name) {
            "' needs tracefs: mount it with 'mount -t tracefs nodev /sys/kernel/tracing' (as root)";
 }
 
-// "sys:name" (globs allowed in both parts) -> one spec per matching tracepoint.
-std::vector<EventSpec> parse_tracepoints(const std::string& name) {
+// "sys:name[:modifiers]" (globs allowed in both names) -> one spec per matching tracepoint.
+std::vector<EventSpec> parse_tracepoints(const std::string& item) {
+    const auto colon = item.find(':'), second = item.find(':', colon + 1);
+    const std::string name = item.substr(0, second);
+    const EventModifiers mods =
+        second == std::string::npos ? EventModifiers{} : parse_modifiers(item.substr(second + 1), item);
     const std::string root = tracefs_root();
     if (root.empty()) throw Error(need_tracefs(name));
-    const auto colon = name.find(':');
     const std::string sys_pat = name.substr(0, colon), ev_pat = name.substr(colon + 1);
     std::vector<EventSpec> out;
     auto list_dirs = [](const std::string& dir) {
+        // Directory order, not sorted: perf opens a glob's matches in tracefs's order.
         std::vector<std::string> v;
         if (DIR* d = opendir(dir.c_str())) {
             while (dirent* e = readdir(d))
                 if (e->d_name[0] != '.') v.push_back(e->d_name);
             closedir(d);
         }
-        std::sort(v.begin(), v.end());
         return v;
     };
     for (const auto& sys : list_dirs(root + "/events")) {
@@ -95,6 +98,7 @@ std::vector<EventSpec> parse_tracepoints(const std::string& name) {
             spec.config = std::stoull(*id);
             spec.tp_system = sys;
             spec.tp_event = ev;
+            spec.mods = mods;  // perf 6.1 names a tracepoint without its modifiers
             out.push_back(spec);
         }
     }
@@ -106,12 +110,73 @@ std::vector<EventSpec> parse_tracepoints(const std::string& name) {
 
 }  // namespace
 
-EventSpec parse_event(const std::string& name) {
+namespace {
+const Named* find_named(const std::string& name) {
     for (const auto& e : kEvents)
-        if (name == e.name) return {name, e.type, e.config, {}, {}, false};
+        if (name == e.name) return &e;
+    return nullptr;
+}
+}  // namespace
+
+EventModifiers parse_modifiers(const std::string& letters, const std::string& event) {
+    // perf's get_event_modifier(): the first of u/k/h excludes all three privilege levels, and each
+    // letter then includes its own; likewise G/H; u and p also exclude guests unless G/H were given.
+    EventModifiers m;
+    bool levels = false, guest_host = false;
+    int precise = 0;
+    for (char c : letters) {
+        switch (c) {
+            case 'u':
+            case 'k':
+            case 'h':
+                if (!levels) levels = m.exclude_user = m.exclude_kernel = m.exclude_hv = true;
+                (c == 'u' ? m.exclude_user : c == 'k' ? m.exclude_kernel : m.exclude_hv) = false;
+                if (c == 'u' && !guest_host) m.exclude_guest = true;
+                break;
+            case 'G':
+            case 'H':
+                if (!guest_host) guest_host = m.exclude_guest = m.exclude_host = true;
+                (c == 'G' ? m.exclude_guest : m.exclude_host) = false;
+                break;
+            case 'p':
+                ++precise;
+                if (!guest_host) m.exclude_guest = true;  // perf: precise requires exclude_guest
+                break;
+            case 'P':
+                precise = 3;  // the highest level (x86's)
+                break;
+            default:
+                throw Error("event '" + event + "': modifier '" + std::string(1, c) +
+                            (std::string("IWSDebRrx").find(c) != std::string::npos
+                                 ? "' is one of perf's that ringcap does not implement"
+                                 : "' is not one of perf's") +
+                            "; ringcap takes u, k, h, G, H, p, pp, ppp and P");
+        }
+    }
+    if (precise > 3) throw Error("event '" + event + "': at most 3 p modifiers (ppp)");
+    m.precise_ip = uint8_t(precise);
+    return m;
+}
+
+EventSpec parse_event(const std::string& name) {
+    const auto colon = name.find(':');
+    const std::string base = name.substr(0, colon);
+    if (const Named* e = find_named(base)) {
+        EventSpec spec{name, e->type, e->config, {}, {}, false};
+        if (colon != std::string::npos) spec.mods = parse_modifiers(name.substr(colon + 1), name);
+        return spec;
+    }
     throw Error("unknown event '" + name +
                 "': use one of cpu-clock, task-clock, page-faults, context-switches, cpu-migrations, "
-                "minor-faults, major-faults, dummy, or a hardware event (cycles, instructions, ...)");
+                "minor-faults, major-faults, dummy, or a hardware event (cycles, instructions, ...), with perf's "
+                "modifiers (:u, :k, :ppp ...), or a tracepoint (system:name)");
+}
+
+EventSpec default_event() {
+    EventSpec spec = parse_event("cpu-clock");
+    spec.name = "cpu-clock:ppp";
+    spec.mods.precise_ip = 3;
+    return spec;
 }
 
 std::vector<EventSpec> parse_event_list(const std::string& list) {
@@ -121,7 +186,8 @@ std::vector<EventSpec> parse_event_list(const std::string& list) {
         size_t comma = list.find(',', pos);
         std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
         if (item.empty()) throw Error("empty event name in -e '" + list + "'");
-        if (item.find(':') != std::string::npos) {
+        // "name:mods" is an event with modifiers; "system:name[:mods]" a tracepoint.
+        if (item.find(':') != std::string::npos && !find_named(item.substr(0, item.find(':')))) {
             for (auto& tp : parse_tracepoints(item)) specs.push_back(std::move(tp));
         } else {
             specs.push_back(parse_event(item));
@@ -162,6 +228,9 @@ perf_event_attr make_attr(const EventSpec& spec, const SamplingConfig& cfg) {
         a.comm = 1;
         a.comm_exec = 1;
         a.task = 1;
+        // BPF programs and JIT code loaded during the record get their symbols (as perf's tracking event).
+        a.ksymbol = 1;
+        a.bpf_event = 1;
         // Dwarf unwinding reads .eh_frame, which lives in a read-only, non-executable segment of
         // modern binaries: perf report needs those mappings too.
         if (cfg.call_graph == CallGraph::Dwarf) a.mmap_data = 1;
@@ -177,6 +246,14 @@ perf_event_attr make_attr(const EventSpec& spec, const SamplingConfig& cfg) {
             a.sample_stack_user = cfg.stack_size;
             a.exclude_callchain_user = 1;
         }
+    }
+    if (!spec.tracking) {
+        a.exclude_user = spec.mods.exclude_user;
+        a.exclude_kernel = spec.mods.exclude_kernel;
+        a.exclude_hv = spec.mods.exclude_hv;
+        a.exclude_guest = spec.mods.exclude_guest;
+        a.exclude_host = spec.mods.exclude_host;
+        a.precise_ip = spec.mods.precise_ip;
     }
     a.disabled = 1;        // enabled together once every ring is mapped and armed
     a.sample_id_all = 1;   // non-sample records carry TID/TIME/CPU/IDENTIFIER too

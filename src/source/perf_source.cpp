@@ -38,6 +38,9 @@ std::string open_failure(const EventSpec& spec, int cpu, int tid, int err, const
                    "(sysctl -w kernel.perf_event_paranoid=-1)";
         case ENOENT:
         case EOPNOTSUPP:
+            if (attr.precise_ip)
+                return "event '" + spec.name + "': this machine cannot sample it precisely (" + errno_text(err) +
+                       "): drop the p/P modifiers";
             if (spec.type == PERF_TYPE_HARDWARE)
                 return "event '" + spec.name + "' is not supported on this machine (no hardware PMU, " +
                        errno_text(err) + "): use a software event such as cpu-clock";
@@ -56,6 +59,9 @@ std::string open_failure(const EventSpec& spec, int cpu, int tid, int err, const
                     return where + "; -F " + std::to_string(attr.sample_freq) +
                            " is above kernel.perf_event_max_sample_rate=" + std::to_string(*maxrate);
             }
+            if (attr.precise_ip)
+                return where + "; the kernel rejected the event attributes: drop the p/P modifiers "
+                               "(precise_ip " + std::to_string(attr.precise_ip) + ")";
             return where + "; the kernel rejected the event attributes";
         default:
             return where;
@@ -164,8 +170,31 @@ PerfSource::PerfSource(const std::vector<EventSpec>& events, PerfTarget target)
     specs_.push_back(tracking_event());
 }
 
+namespace {
+// Kernels before 5.1 refuse attr.ksymbol/bpf_event with EINVAL: then the tracking event goes without.
+bool kernel_has_ksymbol() {
+    static const bool has = [] {
+        perf_event_attr a{};
+        a.size = sizeof a;
+        a.type = PERF_TYPE_SOFTWARE;
+        a.config = PERF_COUNT_SW_DUMMY;
+        a.exclude_kernel = 1;
+        a.exclude_hv = 1;
+        a.disabled = 1;
+        a.ksymbol = 1;
+        a.bpf_event = 1;
+        const int fd = perf_event_open(&a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+        if (fd < 0) return errno != EINVAL && errno != E2BIG;
+        UniqueFd owned(fd);
+        return true;
+    }();
+    return has;
+}
+}  // namespace
+
 perf_event_attr PerfSource::attr(const EventSpec& spec, const SamplingConfig& sampling) const {
     perf_event_attr a = make_attr(spec, sampling);
+    if (spec.tracking && !kernel_has_ksymbol()) a.ksymbol = a.bpf_event = 0;
     if (target_.per_task) a.inherit = 1;  // follow the tasks' children, as perf does
     // A command's events switch on at its exec, so its start is not missed and ringcap's own
     // fork/exec work is not recorded.

@@ -43,7 +43,8 @@ TEST_CASE("record options follow perf record", "[cli]") {
 
     auto d = parse_record_args(split("-C 0,2-3"));
     CHECK(d.events.size() == 1);
-    CHECK(d.events[0].name == "cpu-clock");  // default event
+    CHECK(d.events[0].name == "cpu-clock:ppp");  // perf's default event without a hardware PMU
+    CHECK(d.events[0].mods.precise_ip == 3);
     CHECK(d.sampling.freq == 4000);          // default frequency
     CHECK(d.mmap_pages == 0);                // default_ring_pages() at record time
     CHECK(d.output == "perf.data");
