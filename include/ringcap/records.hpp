@@ -12,9 +12,13 @@ namespace ringcap {
 // Record types of perf's own (tools/perf/util/event.h), not in the kernel's uapi header.
 inline constexpr uint32_t kRecordHeaderBuildId = 67;  // PERF_RECORD_HEADER_BUILD_ID
 inline constexpr uint32_t kRecordFinishedRound = 68;  // PERF_RECORD_FINISHED_ROUND: header only
+inline constexpr uint32_t kRecordIdIndex = 69;        // PERF_RECORD_ID_INDEX
+inline constexpr uint32_t kRecordThreadMap = 73;      // PERF_RECORD_THREAD_MAP
+inline constexpr uint32_t kRecordCpuMap = 74;         // PERF_RECORD_CPU_MAP
 // PERF_RECORD_FINISHED_INIT, which perf report and perf script ignore whatever its size: ringcap pads
 // buffers with it (a FINISHED_ROUND used as padding would act as a round marker).
 inline constexpr uint32_t kRecordPadding = 82;
+inline constexpr uint32_t kRecordFinishedInit = 82;  // header only, after the synthesized start records
 inline constexpr uint32_t kRecordCompressed = 81;  // PERF_RECORD_COMPRESSED: zstd bytes after the header (-z)
 inline constexpr size_t kMaxRecordBytes = 65528;  // header.size is a u16; records are 8-byte aligned
 inline constexpr uint16_t kMiscBuildIdSize = 1u << 15;  // PERF_RECORD_MISC_BUILD_ID_SIZE

@@ -27,6 +27,21 @@ struct SynthesisStats {
     double seconds = 0;
 };
 
+// What perf record writes first, describing the record itself (no sample_id): PERF_RECORD_ID_INDEX
+// (each event id's CPU index, CPU and thread), PERF_RECORD_THREAD_MAP (the tasks recorded; pid -1
+// and no name for a system-wide capture) and PERF_RECORD_CPU_MAP.
+struct IdIndexEntry {
+    uint64_t id, idx, cpu, tid;
+};
+struct ThreadMapEntry {
+    int64_t pid;
+    char comm[16];
+};
+static_assert(sizeof(IdIndexEntry) == 32 && sizeof(ThreadMapEntry) == 24);
+void synthesize_id_index(const RecordSink& sink, const std::vector<IdIndexEntry>& entries, SynthesisStats& stats);
+void synthesize_thread_map(const RecordSink& sink, const std::vector<int>& tids, SynthesisStats& stats);
+void synthesize_cpu_map(const RecordSink& sink, const std::vector<int>& cpus, SynthesisStats& stats);
+
 // The kernel ([kernel.kallsyms]_text) and module maps.
 void synthesize_kernel(const RecordSink& sink, size_t id_size, SynthesisStats& stats);
 // FORK + COMM + MMAP2 for every process (nullopt), or COMM + MMAP2 for `pids`: executable mappings, and with `data_maps`

@@ -1,5 +1,6 @@
 #include "ringcap/synthesize.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -86,6 +87,57 @@ uint32_t parent_of(const std::string& proc_dir) {
 constexpr size_t kCommChars = 15;
 
 }  // namespace
+
+namespace {
+// Emits `header + nr + entries` records, split as perf splits them so each fits a u16 size.
+template <typename Entry>
+void emit_list(const RecordSink& sink, uint32_t type, const std::vector<Entry>& entries, SynthesisStats& stats) {
+    constexpr size_t kMaxEntries = (kMaxRecordBytes - sizeof(perf_event_header) - 8) / sizeof(Entry);
+    std::vector<std::byte> rec;
+    for (size_t from = 0; from < entries.size(); from += kMaxEntries) {
+        const uint64_t nr = std::min(kMaxEntries, entries.size() - from);
+        const perf_event_header h{type, 0, uint16_t(sizeof h + 8 + nr * sizeof(Entry))};
+        rec.resize(h.size);
+        std::memcpy(rec.data(), &h, sizeof h);
+        std::memcpy(rec.data() + sizeof h, &nr, 8);
+        std::memcpy(rec.data() + sizeof h + 8, entries.data() + from, nr * sizeof(Entry));
+        sink(rec.data(), rec.size());
+        ++stats.records;
+        stats.bytes += rec.size();
+    }
+}
+}  // namespace
+
+void synthesize_id_index(const RecordSink& sink, const std::vector<IdIndexEntry>& entries, SynthesisStats& stats) {
+    emit_list(sink, kRecordIdIndex, entries, stats);
+}
+
+void synthesize_thread_map(const RecordSink& sink, const std::vector<int>& tids, SynthesisStats& stats) {
+    std::vector<ThreadMapEntry> entries;
+    if (tids.empty()) entries.push_back({-1, {}});
+    for (int tid : tids) {
+        ThreadMapEntry e{tid, {}};
+        const auto comm = read_text_file("/proc/" + std::to_string(tid) + "/comm");
+        if (comm) std::strncpy(e.comm, trim_newline(*comm).c_str(), sizeof e.comm - 1);
+        entries.push_back(e);
+    }
+    emit_list(sink, kRecordThreadMap, entries, stats);
+}
+
+void synthesize_cpu_map(const RecordSink& sink, const std::vector<int>& cpus, SynthesisStats& stats) {
+    // { u16 type = PERF_CPU_MAP__CPUS (0); u16 nr; u16 cpu[nr] }, padded to 8 bytes: every perf reads it.
+    std::vector<uint16_t> body{0, uint16_t(cpus.size())};
+    for (int c : cpus) body.push_back(uint16_t(c));
+    const size_t len = (sizeof(perf_event_header) + body.size() * 2 + 7) & ~size_t(7);
+    if (len > kMaxRecordBytes) return;  // only informational; 32000 CPUs do not fit one record
+    std::vector<std::byte> rec(len, std::byte{0});
+    const perf_event_header h{kRecordCpuMap, 0, uint16_t(len)};
+    std::memcpy(rec.data(), &h, sizeof h);
+    std::memcpy(rec.data() + sizeof h, body.data(), body.size() * 2);
+    sink(rec.data(), rec.size());
+    ++stats.records;
+    stats.bytes += rec.size();
+}
 
 void synthesize_kernel(const RecordSink& sink, size_t id_size, SynthesisStats& stats) {
     // perf's kernel map: PERF_RECORD_MMAP, pid -1, from _text to the top of the address space,

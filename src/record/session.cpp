@@ -303,6 +303,8 @@ void Session::write_start() {
         start.insert(start.end(), b, b + n);
     };
     source_->synthesize(sink, synth_);
+    const perf_event_header init{kRecordFinishedInit, 0, sizeof(perf_event_header)};  // as perf: the start is complete
+    sink(&init, sizeof init);
     if (opts_.compression_level > 0) output_->set_crash_features(kAnchorFeatures);
     write_records(start);
     if (write_error_)

@@ -261,6 +261,13 @@ void PerfSource::start_tracking() {
 void PerfSource::synthesize(const RecordSink& sink, SynthesisStats& stats) {
     // Time 0 and id 0 (perf's "synthesized"), so perf processes them before any sample.
     const size_t id_size = sample_id_size(sample_type_);
+    std::vector<IdIndexEntry> index;
+    for (size_t i = 0; i < rings_.size(); ++i)
+        for (const auto& e : rings_[i].events)
+            index.push_back({e.id, i, uint64_t(int64_t(e.cpu)), uint64_t(int64_t(e.tid))});
+    synthesize_id_index(sink, index, stats);
+    synthesize_thread_map(sink, target_.tids, stats);
+    synthesize_cpu_map(sink, target_.cpus, stats);
     synthesize_kernel(sink, id_size, stats);
     if (target_.at_exec) return;  // a command's COMM/MMAP records come from its own tracking events
     std::optional<std::vector<int>> pids;

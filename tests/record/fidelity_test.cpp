@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <sstream>
+#include <algorithm>
 #include <csignal>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -142,7 +143,7 @@ TEST_CASE("modifiers perf has and ringcap does not are refused by name", "[fidel
     CHECK(r.output.find("modifier 'S'") != std::string::npos);
 }
 
-TEST_CASE("-p: the task's [vsyscall] map is written, as perf record -p does", "[fidelity]") {
+TEST_CASE("per task (-p): the [vsyscall] map is written, as perf record -p does", "[fidelity]") {
     const std::string perf = require_all();
     TempFile out("vsys");
     const pid_t child = fork();  // a task to attach to
@@ -186,4 +187,26 @@ TEST_CASE("BPF programs loaded during a capture: KSYMBOL and BPF_EVENT records (
     INFO(r.output.substr(0, 4000));
     CHECK(r.output.find("PERF_RECORD_KSYMBOL") != std::string::npos);
     CHECK(r.output.find("PERF_RECORD_BPF_EVENT") != std::string::npos);
+}
+
+TEST_CASE("ID_INDEX, THREAD_MAP, CPU_MAP and FINISHED_INIT open the data, as perf record writes them", "[fidelity]") {
+    const std::string perf = require_all();
+    TempFile out("maps");
+    record("-a -F 100 -o " + out.path + " -- true");
+    const PerfStats st = perf_report_stats(perf, out.path);
+    for (const char* type : {"ID_INDEX", "THREAD_MAP", "CPU_MAP", "FINISHED_INIT"}) {
+        INFO(type);
+        CHECK(st.count(type) >= 1);
+    }
+    // The index names every event id of the header, with its CPU; a system-wide map has thread -1.
+    auto dump = run_command(perf + " report -i " + out.path + " -D 2>/dev/null").output;
+    std::smatch m;
+    size_t ids = 0;
+    for (const auto& l : lines_of(run_command(perf + " report -i " + out.path + " --header-only").output))
+        if (l.find("# event : ") != std::string::npos && std::regex_search(l, m, std::regex("id = \\{ ([^}]*)\\}")))
+            ids += size_t(std::count(m[1].first, m[1].second, ',') + 1);
+    REQUIRE(std::regex_search(dump, m, std::regex("PERF_RECORD_ID_INDEX nr: (\\d+)")));
+    CHECK(std::stoul(m[1]) == ids);
+    CHECK(dump.find("PERF_RECORD_THREAD_MAP nr: 1 thread: -1") != std::string::npos);
+    CHECK(std::regex_search(dump, std::regex("PERF_RECORD_CPU_MAP: \\S")));
 }
