@@ -24,8 +24,17 @@ enum PerfFeature : unsigned {
     kFeatVersion = 5,
     kFeatArch = 6,
     kFeatNrCpus = 7,
+    kFeatCpuDesc = 8,
+    kFeatCpuId = 9,
+    kFeatTotalMem = 10,
     kFeatCmdline = 11,
     kFeatEventDesc = 12,
+    kFeatCpuTopology = 13,
+    kFeatNumaTopology = 14,
+    kFeatPmuMappings = 16,
+    kFeatCache = 20,
+    kFeatSampleTime = 21,
+    kFeatMemTopology = 22,
     kFeatCompressed = 27,
 };
 
@@ -59,11 +68,71 @@ struct AttrEntry {
     std::vector<uint64_t> ids;
 };
 
+// HEADER_CPU_TOPOLOGY as perf's cpu_topology__new and perf_env__read_cpu_topology_map see it.
+struct CpuTopology {
+    // Distinct sibling lists ("0-3"), in order of first appearance over the online CPUs; dies only
+    // where perf writes them (x86_64 and s390x with die_cpus_list).
+    std::vector<std::string> packages, cores, dies;
+    struct Ids {
+        int32_t core = -1, socket = -1, die = -1;  // -1: unreadable (an offline CPU)
+    };
+    std::vector<Ids> cpus;  // one per CPU in [0, HostInfo::nr_cpus_available)
+};
+
+struct NumaNode {
+    uint32_t id = 0;
+    uint64_t mem_total_kb = 0, mem_free_kb = 0;
+    std::string cpus;  // cpulist, "0-1"
+};
+
+struct PmuMapping {
+    uint32_t type = 0;
+    std::string name;
+};
+
+struct CacheLevel {
+    uint32_t level = 0, line_size = 0, sets = 0, ways = 0;
+    std::string type, size, map;  // "Data", "32K", shared_cpu_list
+    bool operator==(const CacheLevel&) const = default;
+};
+
+struct MemoryNode {
+    uint64_t node = 0;
+    std::vector<uint64_t> blocks;  // the N of its memoryN entries
+};
+
+struct MemTopology {
+    uint64_t block_size = 0;
+    std::vector<MemoryNode> nodes;  // by node number
+};
+
 struct HostInfo {
     std::string hostname, os_release, version, arch;
     uint32_t nr_cpus_available = 0, nr_cpus_online = 0;
     std::vector<std::string> cmdline;  // program path first
+    // Features perf record writes when it can read their source; unset ones are left out, as perf
+    // leaves them out (read_host_topology, host_topology.cpp).
+    std::optional<std::string> cpudesc, cpuid;
+    std::optional<uint64_t> total_mem_kb;
+    std::optional<CpuTopology> cpu_topology;
+    std::optional<std::vector<NumaNode>> numa_nodes;
+    std::optional<std::vector<PmuMapping>> pmu_mappings;
+    std::optional<std::vector<CacheLevel>> caches;  // deduplicated and ordered by level, as perf
+    std::optional<MemTopology> mem_topology;
     static HostInfo current(const std::vector<std::string>& argv);
+};
+
+// Where the host's /proc and /sys are read from (another tree in tests).
+struct HostRoots {
+    std::string proc = "/proc", sys = "/sys";
+};
+// Fills the optional features of `host` (its arch and nr_cpus_available must be set) as perf 6.1
+// reads them. Never throws: what cannot be read stays unset.
+void read_host_topology(HostInfo& host, const HostRoots& roots = {});
+
+// HEADER_SAMPLE_TIME: the times of the first and last sample.
+struct SampleTimeRange {
+    uint64_t first = 0, last = 0;
 };
 
 // Where the data section starts for these attrs: after header, attrs and ids, rounded up to 4 KiB.
@@ -90,11 +159,13 @@ struct FeatureBlock {
     uint64_t bitmap[4] = {0, 0, 0, 0};
 };
 // `tracing_data` / `build_ids`, if not empty, become HEADER_TRACING_DATA / HEADER_BUILD_ID;
-// `compression`, if given, HEADER_COMPRESSED.
+// `compression`, if given, HEADER_COMPRESSED; `sample_time`, if given with last >= first > 0,
+// HEADER_SAMPLE_TIME.
 FeatureBlock build_features(const std::vector<AttrEntry>& attrs, const HostInfo& host, uint64_t start,
                             const std::vector<std::byte>& tracing_data = {},
                             const std::vector<std::byte>& build_ids = {},
-                            const CompressionFeature* compression = nullptr);
+                            const CompressionFeature* compression = nullptr,
+                            const SampleTimeRange* sample_time = nullptr);
 
 // Crash safety of compressed files. perf reads the feature index at the end of the data and cannot
 // read COMPRESSED records without HEADER_COMPRESSED, but while recording the data grows into the

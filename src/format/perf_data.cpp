@@ -37,6 +37,72 @@ struct Out {
 
 uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
+// The payloads below are laid out as perf 6.1's write_* functions write them (util/header.c) and
+// its process_* functions read them back.
+
+void put_strings(Out& o, const std::vector<std::string>& list) {
+    o.put(uint32_t(list.size()));
+    for (const auto& s : list) o.str(s);
+}
+
+// Package lists, core lists, per CPU {core, socket}, then, when there are dies, die lists and per
+// CPU die. perf reads one entry per CPU of HEADER_NR_CPUS' "available" count.
+void put_cpu_topology(Out& o, const CpuTopology& t) {
+    put_strings(o, t.packages);
+    put_strings(o, t.cores);
+    for (const auto& c : t.cpus) {
+        o.put(c.core);
+        o.put(c.socket);
+    }
+    if (t.dies.empty()) return;
+    put_strings(o, t.dies);
+    for (const auto& c : t.cpus) o.put(c.die);
+}
+
+void put_numa_topology(Out& o, const std::vector<NumaNode>& nodes) {
+    o.put(uint32_t(nodes.size()));
+    for (const auto& n : nodes) {
+        o.put(n.id);
+        o.put(n.mem_total_kb);
+        o.put(n.mem_free_kb);
+        o.str(n.cpus);
+    }
+}
+
+void put_pmu_mappings(Out& o, const std::vector<PmuMapping>& pmus) {
+    o.put(uint32_t(pmus.size()));
+    for (const auto& p : pmus) {
+        o.put(p.type);
+        o.str(p.name);
+    }
+}
+
+void put_caches(Out& o, const std::vector<CacheLevel>& caches) {
+    o.put(uint32_t(1));  // version
+    o.put(uint32_t(caches.size()));
+    for (const auto& c : caches) {
+        for (uint32_t v : {c.level, c.line_size, c.sets, c.ways}) o.put(v);
+        for (const auto* s : {&c.type, &c.size, &c.map}) o.str(*s);
+    }
+}
+
+// u64 version 1, block size, nr; per node: node, size in bits, then the bitmap (do_write_bitmap:
+// the size again and the u64 words). perf sizes the bitmap to the highest block + 1.
+void put_mem_topology(Out& o, const MemTopology& m) {
+    o.put(uint64_t(1));
+    o.put(m.block_size);
+    o.put(uint64_t(m.nodes.size()));
+    for (const auto& n : m.nodes) {
+        const uint64_t bits = n.blocks.empty() ? 1 : *std::max_element(n.blocks.begin(), n.blocks.end()) + 1;
+        std::vector<uint64_t> words((bits + 63) / 64, 0);
+        for (uint64_t b : n.blocks) words[b / 64] |= 1ull << (b % 64);
+        o.put(n.node);
+        o.put(bits);
+        o.put(bits);
+        o.raw(words.data(), words.size() * sizeof(uint64_t));
+    }
+}
+
 }  // namespace
 
 HostInfo HostInfo::current(const std::vector<std::string>& argv) {
@@ -49,6 +115,7 @@ HostInfo HostInfo::current(const std::vector<std::string>& argv) {
     h.version = "ringcap 0.1.0";
     h.nr_cpus_available = uint32_t(possible_cpus());
     h.nr_cpus_online = uint32_t(online_cpus().size());
+    read_host_topology(h);
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     h.cmdline.push_back(n > 0 ? std::string(exe, size_t(n)) : (argv.empty() ? "ringcap" : argv[0]));
@@ -114,7 +181,7 @@ std::vector<std::byte> build_ids_block(const std::vector<AttrEntry>& attrs) {
 
 FeatureBlock build_features(const std::vector<AttrEntry>& attrs, const HostInfo& host, uint64_t start,
                             const std::vector<std::byte>& tracing_data, const std::vector<std::byte>& build_ids,
-                            const CompressionFeature* compression) {
+                            const CompressionFeature* compression, const SampleTimeRange* sample_time) {
     FeatureBlock fb;
     // Payloads first, in bit order; the index of {offset,size} precedes them in the file.
     std::vector<std::pair<unsigned, Out>> feats;
@@ -134,6 +201,9 @@ FeatureBlock build_features(const std::vector<AttrEntry>& attrs, const HostInfo&
         o.put(host.nr_cpus_available);
         o.put(host.nr_cpus_online);
     }
+    if (host.cpudesc) add(kFeatCpuDesc).str(*host.cpudesc);
+    if (host.cpuid) add(kFeatCpuId).str(*host.cpuid);
+    if (host.total_mem_kb) add(kFeatTotalMem).put(*host.total_mem_kb);
     {
         Out& o = add(kFeatCmdline);
         o.put(uint32_t(host.cmdline.size()));
@@ -153,6 +223,18 @@ FeatureBlock build_features(const std::vector<AttrEntry>& attrs, const HostInfo&
             o.raw(a.ids.data(), a.ids.size() * sizeof(uint64_t));
         }
     }
+    // perf reads one entry per available CPU: with another count it would misread what follows.
+    if (host.cpu_topology && host.cpu_topology->cpus.size() == host.nr_cpus_available)
+        put_cpu_topology(add(kFeatCpuTopology), *host.cpu_topology);
+    if (host.numa_nodes) put_numa_topology(add(kFeatNumaTopology), *host.numa_nodes);
+    if (host.pmu_mappings) put_pmu_mappings(add(kFeatPmuMappings), *host.pmu_mappings);
+    if (host.caches) put_caches(add(kFeatCache), *host.caches);
+    if (sample_time && sample_time->first > 0 && sample_time->last >= sample_time->first) {
+        Out& o = add(kFeatSampleTime);
+        o.put(sample_time->first);
+        o.put(sample_time->last);
+    }
+    if (host.mem_topology) put_mem_topology(add(kFeatMemTopology), *host.mem_topology);
     if (compression) {
         // u32 version (0), type (1 = zstd), level, ratio, mmap_len: as perf writes it.
         Out& o = add(kFeatCompressed);

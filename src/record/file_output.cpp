@@ -105,10 +105,12 @@ void FileOutput::add_ids(size_t event_index, const std::vector<uint64_t>& ids) {
 }
 
 std::string FileOutput::finish(uint64_t data_size, const HostInfo& host, const std::vector<EventSpec>& specs,
-                               const std::set<std::string>* dsos, const CompressionFeature* compression) {
+                               const std::set<std::string>* dsos, const CompressionFeature* compression,
+                               const SampleTimeRange* sample_time) {
     const uint64_t feat_start = data_offset_ + data_size;
     FeatureBlock feats = build_features(attrs_, host, feat_start, tracing_payload(specs),
-                                        dsos ? build_id_payload(*dsos) : std::vector<std::byte>{}, compression);
+                                        dsos ? build_id_payload(*dsos) : std::vector<std::byte>{}, compression,
+                                        sample_time);
     // Cut what a failed write may have left beyond the kept data first: on a full disk that frees
     // the room the feature block needs.
     if (ftruncate(file_.buffered_fd(), off_t(feat_start)) != 0)

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -145,4 +146,342 @@ TEST_CASE("data section offset is 4 KiB aligned and grows with the ids", "[forma
     CHECK(h.data.offset == 12288);
     CHECK(h.data.size == 123);
     CHECK(h.attr_size == sizeof(perf_event_attr) + sizeof(PerfFileSection));
+}
+
+namespace {
+
+// A host with every optional feature, values chosen to show perf's rules: CPU 3 offline (-1), a
+// die list, duplicate-free lists, a memory bitmap with a gap.
+HostInfo fake_host() {
+    HostInfo h;
+    h.hostname = "fakehost";
+    h.os_release = "6.1.0";
+    h.version = "ringcap test";
+    h.arch = "x86_64";
+    h.nr_cpus_available = 4;
+    h.nr_cpus_online = 3;
+    h.cmdline = {"/bin/ringcap", "record"};
+    h.cpudesc = "Fake CPU 9000";
+    h.cpuid = "GenuineFake,6,85,7";
+    h.total_mem_kb = 123456;
+    CpuTopology t;
+    t.packages = {"0-2"};
+    t.cores = {"0-1", "2"};
+    t.dies = {"0-2"};
+    t.cpus = {{0, 0, 0}, {0, 0, 0}, {1, 0, 0}, {-1, -1, -1}};
+    h.cpu_topology = t;
+    h.numa_nodes = std::vector<NumaNode>{{0, 1000, 500, "0-2"}, {2, 64, 32, ""}};
+    h.pmu_mappings = std::vector<PmuMapping>{{4, "cpu"}, {1, "software"}};
+    h.caches = std::vector<CacheLevel>{{1, 64, 64, 8, "Data", "32K", "0-1"}, {2, 64, 1024, 8, "Unified", "512K", "0-2"}};
+    h.mem_topology = MemTopology{0x8000000, {{0, {0, 1, 2, 5, 70}}, {1, {}}}};
+    return h;
+}
+
+// Reads a feature block back the way perf does: index entries in bit order, then each payload.
+struct FeatReader {
+    const std::vector<std::byte>& b;
+    size_t at = 0;
+    template <typename T>
+    T get() {
+        REQUIRE(at + sizeof(T) <= b.size());
+        T v;
+        std::memcpy(&v, b.data() + at, sizeof v);
+        at += sizeof v;
+        return v;
+    }
+    // perf_header_string: u32 padded length, then the NUL-padded bytes.
+    std::string str() {
+        const auto len = get<uint32_t>();
+        CHECK(len % 64 == 0);
+        REQUIRE(at + len <= b.size());
+        std::string s(reinterpret_cast<const char*>(b.data() + at));
+        CHECK(s.size() < len);
+        at += len;
+        return s;
+    }
+};
+
+// {offset, size} of each feature in `fb` (which starts at file offset `start`), by bit.
+std::map<unsigned, PerfFileSection> feature_sections(const FeatureBlock& fb, uint64_t start) {
+    std::map<unsigned, PerfFileSection> out;
+    size_t k = 0;
+    for (unsigned bit = 0; bit < 256; ++bit) {
+        if (!(fb.bitmap[bit / 64] >> (bit % 64) & 1)) continue;
+        PerfFileSection s;
+        std::memcpy(&s, fb.bytes.data() + k++ * sizeof s, sizeof s);
+        REQUIRE(s.offset >= start);
+        REQUIRE(s.offset - start + s.size <= fb.bytes.size());
+        out[bit] = s;
+    }
+    return out;
+}
+
+// The payload of feature `bit`, read from its start to check that the reader ends at its size.
+std::vector<std::byte> payload(const FeatureBlock& fb, uint64_t start, unsigned bit) {
+    const auto secs = feature_sections(fb, start);
+    REQUIRE(secs.count(bit) == 1);
+    const auto& s = secs.at(bit);
+    auto first = fb.bytes.begin() + ptrdiff_t(s.offset - start);
+    return {first, first + ptrdiff_t(s.size)};
+}
+
+}  // namespace
+
+TEST_CASE("host features: byte layout as perf's process_* functions read it", "[format][header]") {
+    const HostInfo h = fake_host();
+    const uint64_t start = 8192;
+    const SampleTimeRange times{1000, 2000};
+    const FeatureBlock fb = build_features({}, h, start, {}, {}, nullptr, &times);
+    for (unsigned bit : {kFeatCpuDesc, kFeatCpuId, kFeatTotalMem, kFeatCpuTopology, kFeatNumaTopology,
+                         kFeatPmuMappings, kFeatCache, kFeatSampleTime, kFeatMemTopology}) {
+        INFO("feature " << bit);
+        CHECK((fb.bitmap[0] >> bit & 1) == 1);
+    }
+    {
+        auto p = payload(fb, start, kFeatCpuDesc);
+        FeatReader r{p};
+        CHECK(r.str() == "Fake CPU 9000");
+        CHECK(r.at == p.size());
+    }
+    {
+        auto p = payload(fb, start, kFeatCpuId);
+        FeatReader r{p};
+        CHECK(r.str() == "GenuineFake,6,85,7");
+        CHECK(r.at == p.size());
+    }
+    CHECK(payload(fb, start, kFeatTotalMem).size() == 8);
+    SECTION("CPU topology: packages, cores, {core, socket} per CPU, dies, die per CPU") {
+        auto p = payload(fb, start, kFeatCpuTopology);
+        FeatReader r{p};
+        CHECK(r.get<uint32_t>() == 1);
+        CHECK(r.str() == "0-2");
+        CHECK(r.get<uint32_t>() == 2);
+        CHECK(r.str() == "0-1");
+        CHECK(r.str() == "2");
+        const int32_t ids[4][2] = {{0, 0}, {0, 0}, {1, 0}, {-1, -1}};
+        for (const auto& id : ids) {
+            CHECK(r.get<int32_t>() == id[0]);
+            CHECK(r.get<int32_t>() == id[1]);
+        }
+        CHECK(r.get<uint32_t>() == 1);
+        CHECK(r.str() == "0-2");
+        for (int32_t die : {0, 0, 0, -1}) CHECK(r.get<int32_t>() == die);
+        CHECK(r.at == p.size());
+    }
+    SECTION("NUMA: nr, then id, total, free, cpu list") {
+        auto p = payload(fb, start, kFeatNumaTopology);
+        FeatReader r{p};
+        CHECK(r.get<uint32_t>() == 2);
+        CHECK(r.get<uint32_t>() == 0);
+        CHECK(r.get<uint64_t>() == 1000);
+        CHECK(r.get<uint64_t>() == 500);
+        CHECK(r.str() == "0-2");
+        CHECK(r.get<uint32_t>() == 2);
+        CHECK(r.get<uint64_t>() == 64);
+        CHECK(r.get<uint64_t>() == 32);
+        CHECK(r.str() == "");
+        CHECK(r.at == p.size());
+    }
+    SECTION("PMU mappings: nr, then type and name") {
+        auto p = payload(fb, start, kFeatPmuMappings);
+        FeatReader r{p};
+        CHECK(r.get<uint32_t>() == 2);
+        CHECK(r.get<uint32_t>() == 4);
+        CHECK(r.str() == "cpu");
+        CHECK(r.get<uint32_t>() == 1);
+        CHECK(r.str() == "software");
+        CHECK(r.at == p.size());
+    }
+    SECTION("caches: version 1, count, then level, line size, sets, ways, type, size, map") {
+        auto p = payload(fb, start, kFeatCache);
+        FeatReader r{p};
+        CHECK(r.get<uint32_t>() == 1);
+        CHECK(r.get<uint32_t>() == 2);
+        for (const auto& c : *h.caches) {
+            CHECK(r.get<uint32_t>() == c.level);
+            CHECK(r.get<uint32_t>() == c.line_size);
+            CHECK(r.get<uint32_t>() == c.sets);
+            CHECK(r.get<uint32_t>() == c.ways);
+            CHECK(r.str() == c.type);
+            CHECK(r.str() == c.size);
+            CHECK(r.str() == c.map);
+        }
+        CHECK(r.at == p.size());
+    }
+    SECTION("sample time: first, last") {
+        auto p = payload(fb, start, kFeatSampleTime);
+        FeatReader r{p};
+        CHECK(r.get<uint64_t>() == 1000);
+        CHECK(r.get<uint64_t>() == 2000);
+        CHECK(r.at == p.size());
+    }
+    SECTION("memory topology: version, block size, nr; node, bits, bitmap (bits, words)") {
+        auto p = payload(fb, start, kFeatMemTopology);
+        FeatReader r{p};
+        CHECK(r.get<uint64_t>() == 1);
+        CHECK(r.get<uint64_t>() == 0x8000000);
+        CHECK(r.get<uint64_t>() == 2);
+        CHECK(r.get<uint64_t>() == 0);
+        CHECK(r.get<uint64_t>() == 71);  // highest block + 1
+        CHECK(r.get<uint64_t>() == 71);
+        CHECK(r.get<uint64_t>() == 0b100111);
+        CHECK(r.get<uint64_t>() == 1ull << 6);
+        CHECK(r.get<uint64_t>() == 1);
+        CHECK(r.get<uint64_t>() == 1);  // no blocks: perf still counts one bit
+        CHECK(r.get<uint64_t>() == 1);
+        CHECK(r.get<uint64_t>() == 0);
+        CHECK(r.at == p.size());
+    }
+}
+
+TEST_CASE("host features: left out when unknown; sample time only for a valid range", "[format][header]") {
+    HostInfo h = fake_host();
+    h.cpudesc.reset();
+    h.cpu_topology->cpus.pop_back();  // not one entry per available CPU: perf would misread it
+    SampleTimeRange zero{0, 5}, backwards{9, 5};
+    for (const SampleTimeRange* t : std::initializer_list<const SampleTimeRange*>{nullptr, &zero, &backwards}) {
+        const FeatureBlock fb = build_features({}, h, 4096, {}, {}, nullptr, t);
+        CHECK((fb.bitmap[0] >> kFeatSampleTime & 1) == 0);
+        CHECK((fb.bitmap[0] >> kFeatCpuDesc & 1) == 0);
+        CHECK((fb.bitmap[0] >> kFeatCpuTopology & 1) == 0);
+        CHECK((fb.bitmap[0] >> kFeatCpuId & 1) == 1);
+    }
+    const FeatureBlock plain = build_features({}, HostInfo{}, 4096);
+    CHECK((plain.bitmap[0] & ((1ull << kFeatCpuDesc) | (1ull << kFeatCache) | (1ull << kFeatMemTopology))) == 0);
+}
+
+TEST_CASE("host features: perf report --header-only -I shows the fake host", "[format][header]") {
+    const std::string perf = require_perf();
+    std::vector<AttrEntry> attrs(1);
+    SamplingConfig cfg;
+    attrs[0].attr = make_attr(parse_event("cpu-clock"), cfg);
+    attrs[0].name = "cpu-clock";
+    attrs[0].ids = {7};
+    const uint64_t data_off = data_offset_for(attrs);
+    const perf_event_header fr = finished_round_record();
+    const SampleTimeRange times{1'500'000'000, 2'000'000'000};
+    const FeatureBlock fb = build_features(attrs, fake_host(), data_off + sizeof fr, {}, {}, nullptr, &times);
+    TempFile f("format-host");
+    {
+        const auto head = build_file_head(attrs, data_off, sizeof fr, fb.bitmap);
+        std::ofstream out(f.path, std::ios::binary);
+        out.write(reinterpret_cast<const char*>(head.data()), std::streamsize(head.size()));
+        out.write(reinterpret_cast<const char*>(&fr), sizeof fr);
+        out.write(reinterpret_cast<const char*>(fb.bytes.data()), std::streamsize(fb.bytes.size()));
+    }
+    const auto hdr = run_command(perf + " report -i " + f.path + " --header-only -I 2>&1").output;
+    INFO(hdr);
+    // Not checked: perf prints node 2's empty cpu list as "-1" and memory node 1's empty bitmap with
+    // node 0's blocks (its display, not the file).
+    for (const char* line : {"# cpudesc : Fake CPU 9000\n", "# cpuid : GenuineFake,6,85,7\n",
+                             "# total memory : 123456 kB\n", "# sibling sockets : 0-2\n", "# sibling dies    : 0-2\n",
+                             "# sibling threads : 0-1\n", "# sibling threads : 2\n",
+                             "# CPU 2: Core ID 1, Die ID 0, Socket ID 0\n", "# CPU 3: Core ID -1, Die ID -1, Socket ID -1\n",
+                             "# node0 meminfo  : total = 1000 kB, free = 500 kB\n", "# node2 meminfo  : total = 64 kB, free = 32 kB\n",
+                             "# pmu mappings: cpu = 4, software = 1\n", "#  L2 Unified             512K [0-2]\n",
+                             "# time of first sample : 1.500000\n", "# time of last sample : 2.000000\n",
+                             "# memory nodes (nr 2, block size 0x8000000):\n", "#    0 [640M]: 0-2,5,70\n"})
+        CHECK(hdr.find(line) != std::string::npos);
+    const auto missing = hdr.substr(hdr.find("# missing features:"));
+    for (const char* feat : {"CPUDESC", "CPUID", "TOTAL_MEM", "CPU_TOPOLOGY", "NUMA_TOPOLOGY", "PMU_MAPPINGS",
+                             " CACHE", "SAMPLE_TIME", "MEM_TOPOLOGY"})
+        CHECK(missing.find(feat) == std::string::npos);
+}
+
+TEST_CASE("host features: read from /proc and /sys as perf reads them", "[format][header]") {
+    TempFile tag("hosttree");
+    const std::string root = tag.path + ".d";
+    auto put = [&](const std::string& rel, const std::string& text) {
+        std::filesystem::create_directories(std::filesystem::path(root + rel).parent_path());
+        std::ofstream(root + rel) << text;
+    };
+    put("/proc/cpuinfo", "processor\t: 0\nvendor_id\t: GenuineFake\ncpu family\t: 6\nmodel\t\t: 85\n"
+                         "model name\t: Fake(R)   CPU \t @ 2GHz\nstepping\t: 7\n\nprocessor\t: 1\n");
+    put("/proc/meminfo", "MemTotal:       24683656 kB\nMemFree:  1 kB\n");
+    const std::string cpu = "/sys/devices/system/cpu/";
+    put(cpu + "online", "0-2\n");
+    put(cpu + "possible", "0-3\n");
+    for (int c = 0; c < 3; ++c) {
+        const std::string t = cpu + "cpu" + std::to_string(c) + "/topology/";
+        put(t + "package_cpus_list", "0-2\n");
+        put(t + "core_siblings_list", "wrong: the newer name wins\n");
+        put(t + "die_cpus_list", "0-2\n");
+        put(t + "thread_siblings_list", c < 2 ? "0-1\n" : "2\n");  // the older name, alone
+        put(t + "core_id", c < 2 ? "0\n" : "1\n");
+        put(t + "physical_package_id", "0\n");
+        put(t + "die_id", "0\n");
+        for (int i = 0; i < 2; ++i) {  // L1 per core pair, L2 shared: listed once
+            const std::string d = cpu + "cpu" + std::to_string(c) + "/cache/index" + std::to_string(i) + "/";
+            put(d + "level", i == 0 ? "2\n" : "1\n");
+            put(d + "coherency_line_size", "64\n");
+            put(d + "number_of_sets", "64\n");
+            put(d + "ways_of_associativity", "8\n");
+            put(d + "type", i == 0 ? "Unified\n" : "Data\n");
+            put(d + "size", i == 0 ? "512K\n" : "32K\n");
+            put(d + "shared_cpu_list", i == 0 ? "0-2\n" : (c < 2 ? "0-1\n" : "2\n"));
+        }
+    }
+    const std::string node = "/sys/devices/system/node/";
+    put(node + "online", "0\n");
+    put(node + "node0/meminfo", "Node 0 MemTotal:   9135904 kB\nNode 0 MemFree:  7250072 kB\n");
+    put(node + "node0/cpulist", "0-2\n");
+    for (const char* m : {"memory3", "memory1", "memory_failure"}) put(node + "node0/" + m + "/online", "1\n");
+    put("/sys/devices/system/memory/block_size_bytes", "8000000\n");
+    put("/sys/bus/event_source/devices/software/type", "1\n");
+    put("/sys/bus/event_source/devices/notype/uevent", "\n");
+
+    HostInfo h;
+    h.arch = "x86_64";
+    h.nr_cpus_available = 4;
+    read_host_topology(h, {root + "/proc", root + "/sys"});
+    std::filesystem::remove_all(root);
+
+    CHECK(h.cpudesc == "Fake(R) CPU @ 2GHz");
+    CHECK(h.cpuid == "GenuineFake,6,85,7");
+    CHECK(h.total_mem_kb == 24683656u);
+    REQUIRE(h.cpu_topology);
+    CHECK(h.cpu_topology->packages == std::vector<std::string>{"0-2"});
+    CHECK(h.cpu_topology->dies == std::vector<std::string>{"0-2"});
+    CHECK(h.cpu_topology->cores == std::vector<std::string>{"0-1", "2"});
+    REQUIRE(h.cpu_topology->cpus.size() == 4);
+    CHECK(h.cpu_topology->cpus[2].core == 1);
+    CHECK(h.cpu_topology->cpus[3].core == -1);  // offline: no topology directory
+    CHECK(h.cpu_topology->cpus[3].socket == -1);
+    REQUIRE(h.numa_nodes);
+    REQUIRE(h.numa_nodes->size() == 1);
+    CHECK((*h.numa_nodes)[0].mem_total_kb == 9135904);
+    CHECK((*h.numa_nodes)[0].mem_free_kb == 7250072);
+    CHECK((*h.numa_nodes)[0].cpus == "0-2");
+    REQUIRE(h.pmu_mappings);
+    REQUIRE(h.pmu_mappings->size() == 1);
+    CHECK((*h.pmu_mappings)[0].name == "software");
+    REQUIRE(h.caches);
+    REQUIRE(h.caches->size() == 3);  // by level, first seen first: L1 [0-1], L1 [2], L2 [0-2]
+    CHECK((*h.caches)[0].map == "0-1");
+    CHECK((*h.caches)[1].map == "2");
+    CHECK((*h.caches)[2].level == 2);
+    CHECK((*h.caches)[2].size == "512K");
+    REQUIRE(h.mem_topology);
+    CHECK(h.mem_topology->block_size == 0x8000000);
+    REQUIRE(h.mem_topology->nodes.size() == 1);
+    auto blocks = h.mem_topology->nodes[0].blocks;
+    std::sort(blocks.begin(), blocks.end());
+    CHECK(blocks == std::vector<uint64_t>{1, 3});
+
+    SECTION("a tree without these files: every feature left out, nothing thrown") {
+        HostInfo e;
+        e.arch = "x86_64";
+        e.nr_cpus_available = 4;
+        read_host_topology(e, {root + "/none", root + "/none"});
+        CHECK_FALSE(e.cpudesc);
+        CHECK_FALSE(e.cpuid);
+        CHECK_FALSE(e.total_mem_kb);
+        CHECK_FALSE(e.cpu_topology);
+        CHECK_FALSE(e.numa_nodes);
+        CHECK_FALSE(e.mem_topology);
+        REQUIRE(e.pmu_mappings);  // perf writes empty lists for these
+        CHECK(e.pmu_mappings->empty());
+        REQUIRE(e.caches);
+        CHECK(e.caches->empty());
+    }
 }
