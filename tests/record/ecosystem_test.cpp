@@ -1,7 +1,9 @@
 // What users see in perf's tools: a ringcap file of the bench workload must look like perf record's.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "tools.hpp"
@@ -56,6 +58,41 @@ std::string workload_build_id() {
     std::string want = id.output.substr(0, id.output.find('\n'));
     if (want.empty()) skip_test("readelf (binutils) is not installed or the workload has no build-id");
     return want;
+}
+
+// The host description in `perf report --header-only -I`, as lines to compare between two records of
+// the same machine: node free memory dropped (it changes), pmu mappings sorted (perf lists them in
+// the order it first looked them up, which depends on its events).
+std::vector<std::string> host_lines(const std::string& hdr) {
+    static const std::regex keep(
+        "^# (cpudesc|cpuid|total memory|sibling (sockets|dies|threads)) *:.*|^# CPU [0-9]+: Core ID.*|"
+        "^# node[0-9]+ (cpu list|meminfo) +:.*|^# CPU cache info:|^#  L[0-9].*|^# memory nodes .*|^# +[0-9]+ \\[.*");
+    std::vector<std::string> out;
+    std::istringstream in(hdr);
+    for (std::string line; std::getline(in, line);) {
+        if (line.starts_with("# pmu mappings: ")) {
+            std::vector<std::string> pmus;
+            std::istringstream items(line.substr(16));
+            for (std::string item; std::getline(items, item, ',');) pmus.push_back(item.substr(item.find_first_not_of(' ')));
+            std::sort(pmus.begin(), pmus.end());
+            line = "# pmu mappings:";
+            for (const auto& p : pmus) line += " " + p;
+        } else if (!std::regex_match(line, keep)) {
+            continue;
+        }
+        out.push_back(std::regex_replace(line, std::regex(", free = [0-9]+ kB"), ""));
+    }
+    return out;
+}
+
+// The words after "missing features:".
+std::set<std::string> missing_features(const std::string& hdr) {
+    std::set<std::string> out;
+    const auto at = hdr.find("# missing features:");
+    if (at == std::string::npos) return out;
+    std::istringstream words(hdr.substr(at + 19, hdr.find('\n', at) - at - 19));
+    for (std::string w; words >> w;) out.insert(w);
+    return out;
 }
 
 }  // namespace
@@ -177,4 +214,33 @@ TEST_CASE("compressed (-z): perf reads the compressed file: top symbol, call cha
     auto list = run_command(perf + " buildid-list -i " + f.path + " 2>/dev/null");
     INFO(list.output);
     CHECK(list.output.find(want + " " + kWorkload) != std::string::npos);
+}
+
+TEST_CASE("header sections: perf report --header -I shows what perf record writes", "[ecosystem][header]") {
+    const std::string perf = require_all();
+    TempFile ours("eco-header"), theirs("eco-header-perf"), json("eco-header-json");
+    REQUIRE(run_command(perf + " record -q -a -F 1000 -o " + theirs.path + " -- sleep 0.2 2>&1").status == 0);
+    auto r = run_command(kRingcap + " record -a -F 1000 -o " + ours.path + " -- sleep 0.2 2>&1");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    const auto want = run_command(perf + " report -i " + theirs.path + " --header-only -I 2>/dev/null").output;
+    const auto got = run_command(perf + " report -i " + ours.path + " --header-only -I 2>/dev/null").output;
+    INFO("perf record's header:\n" << want << "\nringcap's header:\n" << got);
+    const auto want_lines = host_lines(want);
+    CHECK(want_lines.size() >= 8);
+    CHECK(host_lines(got) == want_lines);
+    // Named only where perf itself could write them on this machine (perf has no CPUDESC on
+    // aarch64, for one).
+    const auto missing = missing_features(got), perf_missing = missing_features(want);
+    for (const char* f : {"CPUDESC", "CPUID", "TOTAL_MEM", "CPU_TOPOLOGY", "NUMA_TOPOLOGY", "PMU_MAPPINGS", "CACHE",
+                          "MEM_TOPOLOGY"}) {
+        INFO(f);
+        CHECK(missing.count(f) == perf_missing.count(f));
+    }
+
+    // perf data convert --to-json dereferences the CPU description: it crashed on files without it.
+    auto conv = run_command(perf + " data convert --to-json " + json.path + " --force -i " + ours.path + " 2>&1");
+    INFO(conv.output);
+    CHECK(conv.status == 0);
+    CHECK(run_command("python3 -c 'import json,sys; json.load(open(sys.argv[1]))' " + json.path + " 2>&1").status == 0);
 }
