@@ -369,9 +369,12 @@ void Session::finish() {
     for (const auto& c : collectors_) dsos.insert(c->dsos().begin(), c->dsos().end());
     const RecordSnapshot snap = snapshot();
     const CompressionFeature comp = compression_feature(&snap);
+    // perf report --time with percentages and perf script --time need the first and last sample time.
+    const SampleTimeRange times{snap.total.first_time, snap.total.last_time};
     const std::string feature_error = output_->finish(file_bytes_, HostInfo::current(opts_.argv), specs_,
                                                       opts_.build_ids ? &dsos : nullptr,
-                                                      opts_.compression_level > 0 ? &comp : nullptr);
+                                                      opts_.compression_level > 0 ? &comp : nullptr,
+                                                      snap.total.samples > 0 ? &times : nullptr);
     if (error)
         log_ << "ringcap: ERROR: writing '" << opts_.output << "' failed: " << errno_text(error) << write_error_hint(error)
              << "; capture stopped and kept " << file_bytes_ << " bytes of data ("

@@ -210,3 +210,28 @@ TEST_CASE("ID_INDEX, THREAD_MAP, CPU_MAP and FINISHED_INIT open the data, as per
     CHECK(dump.find("PERF_RECORD_THREAD_MAP nr: 1 thread: -1") != std::string::npos);
     CHECK(std::regex_search(dump, std::regex("PERF_RECORD_CPU_MAP: \\S")));
 }
+
+TEST_CASE("SAMPLE_TIME: perf report --time in percent and perf script --time 10%/1 select samples", "[fidelity]") {
+    const std::string perf = require_all();
+    TempFile out("times");
+    record("-a -F 1000 -o " + out.path + " -- " + kWorkload + " 600");
+    auto hdr = run_command(perf + " report -i " + out.path + " --header-only 2>/dev/null").output;
+    CHECK(hdr.find("# time of first sample : ") != std::string::npos);
+    CHECK(hdr.find("# time of last sample : ") != std::string::npos);
+    auto count = [&](const std::string& opts) {
+        auto r = run_command(perf + " script -i " + out.path + " " + opts + " -F time 2>&1");
+        INFO(r.output.substr(0, 2000));
+        CHECK(r.status == 0);
+        CHECK(r.output.find("first/last sample time") == std::string::npos);
+        return std::count(r.output.begin(), r.output.end(), '\n');
+    };
+    const auto all = count(""), half = count("--time 0%-50%"), tenth = count("--time 10%/1");
+    CHECK(all > 100);
+    CHECK(half > 0);
+    CHECK(half < all);
+    CHECK(tenth > 0);
+    CHECK(tenth < half);
+    auto rep = run_command(perf + " report -i " + out.path + " --time 0%-50% --stdio 2>&1");
+    CHECK(rep.status == 0);
+    CHECK(rep.output.find("no first/last sample time found") == std::string::npos);
+}
