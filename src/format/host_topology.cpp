@@ -133,7 +133,9 @@ std::optional<std::string> read_cpuid(const std::string& cpuinfo, const std::str
             auto v = cpuinfo_field(cpuinfo, key);
             auto n = v ? parse_u64(*v) : std::nullopt;
             if (!out || !n) return std::nullopt;
-            *out += "," + std::to_string(*n);
+            // Appended in two steps: GCC 12 at -O2 sees a false overlap in `"," + to_string` (-Wrestrict).
+            out->push_back(',');
+            out->append(std::to_string(*n));
         }
         return out;
     }
