@@ -56,12 +56,12 @@ public:
 
     // The final file for `data_size` bytes of data: cuts what a failed write may have left beyond
     // them, writes the features after the data (the tracepoints' formats for `specs`, the build-ids
-    // of the kernel and `dsos` unless that is null) and the final header. Returns "" or, when even
+    // `build_ids` unless that is null) and the final header. Returns "" or, when even
     // the small feature block did not fit (a full disk), why the file has no features. Throws Error
     // (exit status 1) if the file cannot be cut or its header written. `compression` and
     // `sample_time` are passed on to build_features.
     std::string finish(uint64_t data_size, const HostInfo& host, const std::vector<EventSpec>& specs,
-                       const std::set<std::string>* dsos, const CompressionFeature* compression = nullptr,
+                       const std::vector<BuildIdEntry>* build_ids, const CompressionFeature* compression = nullptr,
                        const SampleTimeRange* sample_time = nullptr);
 
 private:

@@ -33,6 +33,7 @@ struct RecordOptions {
     std::string output = "perf.data";       // -o
     int verbose = 0;                        // -v
     bool build_ids = true;                  // --no-buildid: skip the BUILD_ID feature
+    bool build_id_cache = true;             // -N/--no-buildid-cache: leave ~/.debug alone
     int compression_level = 0;              // -z[N], --compression-level[=N]: zstd level (0 = off)
     int realtime_priority = 0;              // -r: SCHED_FIFO priority for the collector (0 = normal)
     Backend backend = Backend::Auto;        // --backend uring|epoll (auto: io_uring, else epoll)

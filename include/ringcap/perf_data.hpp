@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <linux/perf_event.h>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -183,9 +184,13 @@ struct BuildIdEntry {
     std::vector<uint8_t> id;
     bool kernel = false;
 };
+// NT_GNU_BUILD_ID in a buffer of ELF notes.
+std::optional<std::vector<uint8_t>> find_build_id_note(const unsigned char* p, size_t len);
 // GNU build-id of an ELF file (NT_GNU_BUILD_ID in a PT_NOTE), or of the running kernel.
 std::optional<std::vector<uint8_t>> read_build_id(const std::string& path);
 std::optional<std::vector<uint8_t>> kernel_build_id();
+// What HEADER_BUILD_ID lists: the kernel, the vDSO and those of `dsos` (ELF paths) that have a build-id.
+std::vector<BuildIdEntry> collect_build_ids(const std::set<std::string>& dsos);
 // The HEADER_BUILD_ID payload.
 std::vector<std::byte> build_build_id_feature(const std::vector<BuildIdEntry>& entries);
 

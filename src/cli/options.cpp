@@ -36,6 +36,7 @@ const char* const kRecordUsage =
     "                           to 22) into PERF_RECORD_COMPRESSED records, as perf record -z\n"
     "  -B, --no-buildid         leave out the BUILD_ID feature (the build-ids of the kernel and of the\n"
     "                           ELF files mapped executable during the record)\n"
+    "  -N, --no-buildid-cache   do not add those files to perf's build-id cache ($HOME/.debug)\n"
     "  -v, --verbose            print the setup (backend, O_DIRECT, sizes)\n"
     "Internal knobs for tests and benchmarks: --staging-buffers N, --staging-kb KB, --cq-entries N.\n"
     "Without -a/-C, -- COMMAND records the command and its children (per task); with -a it records\n"
@@ -181,6 +182,10 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
         } else if (a == "--no-buildid" || a == "-B") {
             no_value();
             o.build_ids = false;
+            o.build_id_cache = false;  // as perf: nothing to cache without build-ids
+        } else if (a == "--no-buildid-cache" || a == "-N") {
+            no_value();
+            o.build_id_cache = false;
         } else if (a == "-e" || a == "--event") {
             events = value();
         } else if (a == "-F" || a == "--freq") {

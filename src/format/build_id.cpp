@@ -6,15 +6,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "ringcap/build_id_cache.hpp"
 #include "ringcap/perf_data.hpp"
 #include "ringcap/sys.hpp"
 
 namespace ringcap {
 
-namespace {
-
-// Finds NT_GNU_BUILD_ID in a buffer of ELF notes.
-std::optional<std::vector<uint8_t>> find_note(const unsigned char* p, size_t len) {
+std::optional<std::vector<uint8_t>> find_build_id_note(const unsigned char* p, size_t len) {
     size_t off = 0;
     while (off + sizeof(Elf64_Nhdr) <= len) {
         Elf64_Nhdr nh;
@@ -30,8 +28,6 @@ std::optional<std::vector<uint8_t>> find_note(const unsigned char* p, size_t len
     return std::nullopt;
 }
 
-}  // namespace
-
 std::optional<std::vector<uint8_t>> read_build_id(const std::string& path) {
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) return std::nullopt;
@@ -45,7 +41,7 @@ std::optional<std::vector<uint8_t>> read_build_id(const std::string& path) {
         if (ph.p_type != PT_NOTE || ph.p_filesz == 0 || ph.p_filesz > 65536) continue;
         std::vector<unsigned char> buf(ph.p_filesz);
         if (::pread(fd.get(), buf.data(), buf.size(), off_t(ph.p_offset)) != ssize_t(buf.size())) continue;
-        if (auto id = find_note(buf.data(), buf.size())) return id;
+        if (auto id = find_build_id_note(buf.data(), buf.size())) return id;
     }
     return std::nullopt;
 }
@@ -53,7 +49,16 @@ std::optional<std::vector<uint8_t>> read_build_id(const std::string& path) {
 std::optional<std::vector<uint8_t>> kernel_build_id() {
     auto notes = read_text_file("/sys/kernel/notes");
     if (!notes) return std::nullopt;
-    return find_note(reinterpret_cast<const unsigned char*>(notes->data()), notes->size());
+    return find_build_id_note(reinterpret_cast<const unsigned char*>(notes->data()), notes->size());
+}
+
+std::vector<BuildIdEntry> collect_build_ids(const std::set<std::string>& dsos) {
+    std::vector<BuildIdEntry> entries;
+    if (auto k = kernel_build_id()) entries.push_back({"[kernel.kallsyms]", *k, true});
+    if (auto v = current_vdso()) entries.push_back({"[vdso]", v->id, false});
+    for (const auto& dso : dsos)
+        if (auto id = read_build_id(dso)) entries.push_back({dso, *id, false});
+    return entries;
 }
 
 std::vector<std::byte> build_build_id_feature(const std::vector<BuildIdEntry>& entries) {

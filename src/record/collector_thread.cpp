@@ -194,6 +194,10 @@ void CollectorThread::after_pass(bool complete) {
     if (ack_for_ && !collector_->flush_pending()) {
         round_done_.store(ack_for_, std::memory_order_release);
         ack_for_ = 0;
+        // The session writes the marker as soon as the last collector acknowledged (one write per
+        // round, not per record).
+        const uint64_t one = 1;
+        [[maybe_unused]] ssize_t n = ::write(setup_.done_fd, &one, sizeof one);
     }
     if (has_commands_.load(std::memory_order_acquire)) {
         std::vector<std::function<void(Collector&)>> todo;

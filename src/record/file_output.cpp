@@ -12,16 +12,6 @@ namespace {
 constexpr uint64_t kNoFeatures[4] = {0, 0, 0, 0};
 constexpr auto kHeaderRefresh = std::chrono::milliseconds(250);
 
-// The HEADER_BUILD_ID payload: the kernel and every ELF file mapped executable during the record.
-// perf lists the DSOs that got samples; this is a superset and needs no second pass over the data.
-std::vector<std::byte> build_id_payload(const std::set<std::string>& dsos) {
-    std::vector<BuildIdEntry> entries;
-    if (auto k = kernel_build_id()) entries.push_back({"[kernel.kallsyms]", *k, true});
-    for (const auto& dso : dsos)
-        if (auto id = read_build_id(dso)) entries.push_back({dso, *id, false});
-    return build_build_id_feature(entries);
-}
-
 std::vector<std::byte> tracing_payload(const std::vector<EventSpec>& specs) {
     std::vector<std::pair<std::string, std::string>> tracepoints;
     for (const auto& sp : specs)
@@ -105,11 +95,11 @@ void FileOutput::add_ids(size_t event_index, const std::vector<uint64_t>& ids) {
 }
 
 std::string FileOutput::finish(uint64_t data_size, const HostInfo& host, const std::vector<EventSpec>& specs,
-                               const std::set<std::string>* dsos, const CompressionFeature* compression,
+                               const std::vector<BuildIdEntry>* build_ids, const CompressionFeature* compression,
                                const SampleTimeRange* sample_time) {
     const uint64_t feat_start = data_offset_ + data_size;
     FeatureBlock feats = build_features(attrs_, host, feat_start, tracing_payload(specs),
-                                        dsos ? build_id_payload(*dsos) : std::vector<std::byte>{}, compression,
+                                        build_ids ? build_build_id_feature(*build_ids) : std::vector<std::byte>{}, compression,
                                         sample_time);
     // Cut what a failed write may have left beyond the kept data first: on a full disk that frees
     // the room the feature block needs.

@@ -8,6 +8,7 @@
 #include <sys/eventfd.h>
 #include <sys/wait.h>
 
+#include "ringcap/build_id_cache.hpp"
 #include "ringcap/records.hpp"
 
 namespace ringcap {
@@ -371,8 +372,9 @@ void Session::finish() {
     const CompressionFeature comp = compression_feature(&snap);
     // perf report --time with percentages and perf script --time need the first and last sample time.
     const SampleTimeRange times{snap.total.first_time, snap.total.last_time};
+    const std::vector<BuildIdEntry> build_ids = opts_.build_ids ? collect_build_ids(dsos) : std::vector<BuildIdEntry>{};
     const std::string feature_error = output_->finish(file_bytes_, HostInfo::current(opts_.argv), specs_,
-                                                      opts_.build_ids ? &dsos : nullptr,
+                                                      opts_.build_ids ? &build_ids : nullptr,
                                                       opts_.compression_level > 0 ? &comp : nullptr,
                                                       snap.total.samples > 0 ? &times : nullptr);
     if (error)
@@ -382,6 +384,23 @@ void Session::finish() {
              << " bytes not written); the file is valid up to there. The counts below are of what was read from "
                 "the rings; not all of it reached the file\n";
     if (!feature_error.empty()) log_ << "ringcap: the header features were not written (" << feature_error << ")\n";
+    if (opts_.build_id_cache && !build_ids.empty()) cache_build_ids(build_ids);
+}
+
+void Session::cache_build_ids(const std::vector<BuildIdEntry>& build_ids) {
+    // As perf record: the binaries go to ~/.debug, so perf report still symbolizes this profile after
+    // they are rebuilt. After the file is complete: a failure here costs symbols later, not data.
+    const std::string dir = default_build_id_cache_dir();
+    if (dir.empty()) return;  // no HOME (an init script, a minimal container): as perf, no cache
+    const BuildIdCacheStats c = add_to_build_id_cache(dir, build_ids);
+    if (opts_.verbose)
+        log_ << "ringcap: build-id cache " << dir << ": " << c.added << " added (" << c.linked << " hard links, "
+             << human_bytes(c.bytes_copied) << " copied), " << c.present << " already there, in " << std::fixed
+             << std::setprecision(3) << c.seconds << " s\n";
+    if (!c.error.empty())
+        log_ << "ringcap: warning: the build-id cache (" << dir << ") misses "
+             << std::max<size_t>(c.failed, 1) << " file(s): " << c.error
+             << "; perf report needs the binaries as they were (or -N to skip the cache)\n";
 }
 
 RecordSnapshot Session::snapshot() const {

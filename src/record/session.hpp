@@ -51,6 +51,7 @@ private:
     CompressionFeature compression_feature(const RecordSnapshot* s) const;
     void stop();
     void finish();
+    void cache_build_ids(const std::vector<BuildIdEntry>& build_ids);
     RecordSnapshot snapshot() const;
     uint64_t durable_end() const;  // file offset below which the data is on disk, at a record boundary
 

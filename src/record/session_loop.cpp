@@ -12,7 +12,8 @@
 namespace ringcap {
 
 namespace {
-constexpr auto kRoundSpacing = std::chrono::milliseconds(100);
+const auto kRoundSpacing = std::chrono::milliseconds(getenv("RINGCAP_ROUND_MS") ? atoi(getenv("RINGCAP_ROUND_MS")) : 100);
+constexpr auto kTick = std::chrono::milliseconds(100);
 constexpr auto kHotplugCheck = std::chrono::milliseconds(500);
 }  // namespace
 
@@ -22,7 +23,12 @@ void Session::wait_for_stop() {
     for (;;) {
         pollfd fds[3] = {{signals_.fd(), POLLIN, 0}, {done_fd_.get(), POLLIN, 0}, {-1, POLLIN, 0}};
         if (watch_command) fds[2].fd = command_->pidfd();
-        int timeout_ms = int(kRoundSpacing.count());
+        // Wake for the next round request; a pending round's acknowledgements arrive on done_fd_.
+        int timeout_ms = int(kTick.count());
+        if (round_ == 0)
+            timeout_ms = int(std::clamp<int64_t>(
+                std::chrono::ceil<std::chrono::milliseconds>(last_round_ + kRoundSpacing - Clock::now()).count(), 1,
+                timeout_ms));
         if (deadline_) {
             const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline_ - Clock::now()).count();
             timeout_ms = int(std::clamp<int64_t>(left, 0, timeout_ms));

@@ -235,3 +235,34 @@ TEST_CASE("SAMPLE_TIME: perf report --time in percent and perf script --time 10%
     CHECK(rep.status == 0);
     CHECK(rep.output.find("no first/last sample time found") == std::string::npos);
 }
+
+TEST_CASE("build-id cache: perf report still names the functions after the binary is replaced; -N leaves it out",
+          "[fidelity][buildid]") {
+    const std::string perf = require_all();
+    // A private HOME (perf and ringcap both use $HOME/.debug) and a copy of the workload we can replace.
+    char tmpl[] = "/tmp/ringcap-home-XXXXXX";
+    REQUIRE(mkdtemp(tmpl));
+    const std::string home = tmpl, wl = home + "/workload";
+    REQUIRE(run_command("cp " + kWorkload + " " + wl).status == 0);
+    const std::string env = "HOME=" + home + " ";
+    auto top = [&](const std::string& file) {
+        return run_command(env + perf + " report -i " + file + " --stdio --no-children --sort sym 2>/dev/null").output;
+    };
+    const std::string cached = home + "/cached.data", uncached = home + "/uncached.data";
+    REQUIRE(run_command(env + kRingcap + " record -N -F 2000 -o " + uncached + " -- " + wl + " 300 2>&1").status == 0);
+    struct stat st{};
+    CHECK(stat((home + "/.debug").c_str(), &st) != 0);  // -N: no cache
+    REQUIRE(run_command(env + kRingcap + " record -F 2000 -o " + cached + " -- " + wl + " 300 2>&1").status == 0);
+    CHECK(top(cached).find("hot_loop") != std::string::npos);
+    // The workload is rebuilt: same path, other contents (and build-id).
+    REQUIRE(run_command("rm " + wl + " && cp /bin/true " + wl).status == 0);
+    const std::string after = top(cached);
+    INFO(after.substr(0, 3000));
+    CHECK(after.find("hot_loop") != std::string::npos);
+    // perf's layout: <cache>/.build-id/xx/... -> ../../<path>/<id>, with the vDSO and the kernel too.
+    CHECK(run_command("ls " + home + "/.debug/.build-id/*/* >/dev/null 2>&1").status == 0);
+    CHECK(run_command("ls '" + home + "/.debug/[vdso]'/*/vdso >/dev/null 2>&1").status == 0);
+    auto ids = run_command(env + perf + " buildid-list -i " + cached + " 2>/dev/null").output;
+    CHECK(ids.find("[vdso]") != std::string::npos);
+    run_command("rm -rf " + home);
+}
