@@ -266,3 +266,29 @@ TEST_CASE("build-id cache: perf report still names the functions after the binar
     CHECK(ids.find("[vdso]") != std::string::npos);
     run_command("rm -rf " + home);
 }
+
+TEST_CASE("hotspot's perfparser reads every sample in time order, with no warning about our records", "[fidelity][hotspot]") {
+    const std::string perf = require_all();
+    const std::string parser = "/usr/lib/x86_64-linux-gnu/libexec/hotspot-perfparser";
+    if (access(parser.c_str(), X_OK) != 0)
+        skip_test("hotspot is not installed (apt-get install hotspot): cannot check hotspot's own parser");
+    TempFile out("hotspot");
+    record("-a -F 1000 --call-graph dwarf -o " + out.path + " -- " + kWorkload + " 300");
+    auto r = run_command(parser + " --input " + out.path + " --print-stats 2>&1");
+    INFO(r.output.substr(0, 4000));
+    REQUIRE(r.status == 0);
+    std::smatch m;
+    REQUIRE(std::regex_search(r.output, m, std::regex("\nsamples: (\\d+)")));
+    CHECK(std::stoll(m[1]) == perf_report_stats(perf, out.path).count("SAMPLE"));
+    CHECK(r.output.find("samples time violations: 0") != std::string::npos);
+    CHECK(r.output.find("mmaps time violations: 0") != std::string::npos);
+    CHECK(r.output.find("FINISHED_ROUND with non-zero content") == std::string::npos);
+    CHECK(r.output.find("Event not fully parsed") == std::string::npos);
+    // Its reader of CPU_TOPOLOGY, CACHE, MEM_TOPOLOGY and SAMPLE_TIME predates perf 6.1's layout: it
+    // says "feature not properly read" for those of perf record's files too, and reads on.
+    // What it does not know it names: perf record's own files draw the same (FINISHED_INIT 82,
+    // ID_INDEX 69, THREAD_MAP 73, CPU_MAP 74); hotspot 1.3.0's parser handles 11 record types.
+    for (const auto& l : lines_of(r.output))
+        if (l.find("unhandled event type") != std::string::npos)
+            CHECK(std::regex_search(l, std::regex("unhandled event type (82|69|73|74)\\b")));
+}
