@@ -334,7 +334,7 @@ TEST_CASE("host features: byte layout as perf's process_* functions read it", "[
     }
 }
 
-TEST_CASE("host features: left out when unknown; sample time only for a valid range", "[format][header]") {
+TEST_CASE("host features: left out when unknown, and sample time only for a valid range", "[format][header]") {
     HostInfo h = fake_host();
     h.cpudesc.reset();
     h.cpu_topology->cpus.pop_back();  // not one entry per available CPU: perf would misread it

@@ -236,7 +236,7 @@ TEST_CASE("SAMPLE_TIME: perf report --time in percent and perf script --time 10%
     CHECK(rep.output.find("no first/last sample time found") == std::string::npos);
 }
 
-TEST_CASE("build-id cache: perf report still names the functions after the binary is replaced; -N leaves it out",
+TEST_CASE("build-id cache: perf report still names the functions after the binary is replaced, -N leaves it out",
           "[fidelity][buildid]") {
     const std::string perf = require_all();
     // A private HOME (perf and ringcap both use $HOME/.debug) and a copy of the workload we can replace.
