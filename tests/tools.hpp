@@ -75,6 +75,12 @@ inline std::string require_perf() {
     return perf;
 }
 
+// The kernel's perf events and perf as the reader, or a loud skip.
+inline std::string require_kernel_and_perf() {
+    require_kernel();
+    return require_perf();
+}
+
 // What `perf report --stats` says about a file: the "Aggregated stats:" block and one block per
 // event ("<name> stats:"), each as record type -> count. perf leaves out types it did not see.
 struct PerfStats {

@@ -13,11 +13,6 @@ namespace {
 const std::string kRingcap = RINGCAP_BINARY;
 const std::string kWorkload = RINGCAP_WORKLOAD;
 
-std::string require_all() {
-    require_kernel();
-    return require_perf();
-}
-
 // The top line of `perf report --stdio --no-children --sort sym`: {share %, symbol}.
 std::pair<double, std::string> top_symbol(const std::string& perf, const std::string& file) {
     auto r = run_command(perf + " report -i " + file + " --stdio --no-children --sort sym 2>/dev/null");
@@ -98,7 +93,7 @@ std::set<std::string> missing_features(const std::string& hdr) {
 }  // namespace
 
 TEST_CASE("the workload's top symbol and share match perf record's", "[ecosystem]") {
-    const std::string perf = require_all();
+    const std::string perf = require_kernel_and_perf();
     TempFile ours("eco-ours"), theirs("eco-perf");
     auto r = run_command(kRingcap + " record -F 2000 -o " + ours.path + " -- " + kWorkload + " 1500 2>&1");
     INFO(r.output);
@@ -112,7 +107,7 @@ TEST_CASE("the workload's top symbol and share match perf record's", "[ecosystem
 }
 
 TEST_CASE("fp (-g) and dwarf call graphs show main -> caller -> hot_loop", "[ecosystem]") {
-    const std::string perf = require_all();
+    const std::string perf = require_kernel_and_perf();
     TempFile f("eco-chain");
     for (const std::string mode : {"-g", "--call-graph dwarf"}) {
         INFO(mode);
@@ -127,7 +122,7 @@ TEST_CASE("fp (-g) and dwarf call graphs show main -> caller -> hot_loop", "[eco
 }
 
 TEST_CASE("a process started during the record is named and its symbols resolve", "[ecosystem]") {
-    const std::string perf = require_all();
+    const std::string perf = require_kernel_and_perf();
     TempFile f("eco-late");
     // System-wide; the workload only starts once the record runs (it is exec'd by the shell later).
     auto r = run_command(kRingcap + " record -a -F 2000 -o " + f.path + " -- sh -c 'sleep 0.3; exec " + kWorkload +
@@ -140,7 +135,7 @@ TEST_CASE("a process started during the record is named and its symbols resolve"
 }
 
 TEST_CASE("kernel samples resolve to kernel symbols", "[ecosystem]") {
-    const std::string perf = require_all();
+    const std::string perf = require_kernel_and_perf();
     auto kallsyms = run_command("grep -m1 ' _text$' /proc/kallsyms");
     if (kallsyms.output.empty() || kallsyms.output.rfind("0000000000000000", 0) == 0)
         skip_test("/proc/kallsyms hides addresses here (kernel.kptr_restrict)");
@@ -154,7 +149,7 @@ TEST_CASE("kernel samples resolve to kernel symbols", "[ecosystem]") {
 }
 
 TEST_CASE("sched:sched_switch: perf script prints the fields, counts comparable with perf record", "[ecosystem]") {
-    const std::string perf = require_all();
+    const std::string perf = require_kernel_and_perf();
     TempFile ours("eco-sched"), theirs("eco-sched-perf");
     const std::string storm = " -- sh -c 'i=0; while [ $i -lt 300 ]; do sleep 0.001; i=$((i+1)); done'";
     auto r = run_command(kRingcap + " record -a -e sched:sched_switch -o " + ours.path + storm + " 2>&1");
@@ -177,7 +172,7 @@ TEST_CASE("sched:sched_switch: perf script prints the fields, counts comparable 
 }
 
 TEST_CASE("BUILD_ID lists the kernel and the binaries that ran, --no-buildid leaves it out", "[ecosystem]") {
-    const std::string perf = require_all();
+    const std::string perf = require_kernel_and_perf();
     TempFile f("eco-buildid");
     auto r = run_command(kRingcap + " record -F 1000 -o " + f.path + " -- " + kWorkload + " 200 2>&1");
     REQUIRE(r.status == 0);
@@ -196,7 +191,7 @@ TEST_CASE("BUILD_ID lists the kernel and the binaries that ran, --no-buildid lea
 }
 
 TEST_CASE("compressed (-z): perf reads the compressed file: top symbol, call chains, build-ids (perf -z drops them)", "[ecosystem][compress]") {
-    const std::string perf = require_all();
+    const std::string perf = require_kernel_and_perf();
     TempFile f("eco-z");
     auto r = run_command(kRingcap + " record -z --call-graph dwarf -F 2000 -o " + f.path + " -- " + kWorkload +
                          " 1500 2>&1");
@@ -217,7 +212,7 @@ TEST_CASE("compressed (-z): perf reads the compressed file: top symbol, call cha
 }
 
 TEST_CASE("header sections: perf report --header -I shows what perf record writes", "[ecosystem][header]") {
-    const std::string perf = require_all();
+    const std::string perf = require_kernel_and_perf();
     TempFile ours("eco-header"), theirs("eco-header-perf"), json("eco-header-json");
     REQUIRE(run_command(perf + " record -q -a -F 1000 -o " + theirs.path + " -- sleep 0.2 2>&1").status == 0);
     auto r = run_command(kRingcap + " record -a -F 1000 -o " + ours.path + " -- sleep 0.2 2>&1");

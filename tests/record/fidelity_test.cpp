@@ -15,11 +15,6 @@ namespace {
 const std::string kRingcap = RINGCAP_BINARY;
 const std::string kWorkload = RINGCAP_WORKLOAD;
 
-std::string require_all() {
-    require_kernel();
-    return require_perf();
-}
-
 // Runs `ringcap record ARGS` and requires it to succeed; returns its stderr.
 std::string record(const std::string& args) {
     auto r = run_command(kRingcap + " record " + args + " 2>&1");
@@ -52,7 +47,7 @@ std::vector<std::string> event_names(const std::string& perf, const std::string&
 
 TEST_CASE("system-wide: every existing thread has its parent (perf report --tasks), names of 15 characters",
           "[fidelity]") {
-    const std::string perf = require_all();
+    const std::string perf = require_kernel_and_perf();
     TempFile out("tasks");
     record("-a -F 200 -o " + out.path + " -- sleep 0.2");
     auto tasks = run_command(perf + " report -i " + out.path + " --tasks 2>/dev/null");
@@ -82,7 +77,7 @@ TEST_CASE("system-wide: every existing thread has its parent (perf report --task
 }
 
 TEST_CASE("the file is created 0600, as perf's: a profile holds command lines and addresses", "[fidelity]") {
-    require_all();
+    require_kernel_and_perf();
     TempFile out("mode");
     std::remove(out.path.c_str());  // created by ringcap, not by mkstemp
     record("-a -F 100 -o " + out.path + " -- true");
@@ -92,7 +87,7 @@ TEST_CASE("the file is created 0600, as perf's: a profile holds command lines an
 }
 
 TEST_CASE("the default event is perf's cpu-clock:ppp", "[fidelity]") {
-    const std::string perf = require_all();
+    const std::string perf = require_kernel_and_perf();
     TempFile out("default");
     record("-F 100 -o " + out.path + " -- true");
     const auto names = event_names(perf, out.path);
@@ -101,7 +96,7 @@ TEST_CASE("the default event is perf's cpu-clock:ppp", "[fidelity]") {
 }
 
 TEST_CASE("modifiers: cpu-clock:u samples user space only, cpu-clock:k the kernel only", "[fidelity]") {
-    const std::string perf = require_all();
+    const std::string perf = require_kernel_and_perf();
     for (const std::string mod : {"u", "k"}) {
         TempFile out("mod");
         record("-e cpu-clock:" + mod + " -F 2000 -o " + out.path + " -- " + kWorkload + " 300");
@@ -118,7 +113,7 @@ TEST_CASE("modifiers: cpu-clock:u samples user space only, cpu-clock:k the kerne
 }
 
 TEST_CASE("modifiers on tracepoints, and a tracepoint glob keeps tracefs's order as perf record", "[fidelity]") {
-    const std::string perf = require_all();
+    const std::string perf = require_kernel_and_perf();
     const std::string root = run_command("ls -d /sys/kernel/tracing/events /sys/kernel/debug/tracing/events "
                                          "2>/dev/null | head -1").output;
     if (root.empty()) skip_test("tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)");
@@ -144,7 +139,7 @@ TEST_CASE("modifiers perf has and ringcap does not are refused by name", "[fidel
 }
 
 TEST_CASE("per task (-p): the [vsyscall] map is written, as perf record -p does", "[fidelity]") {
-    const std::string perf = require_all();
+    const std::string perf = require_kernel_and_perf();
     TempFile out("vsys");
     const pid_t child = fork();  // a task to attach to
     REQUIRE(child >= 0);
@@ -163,7 +158,7 @@ TEST_CASE("per task (-p): the [vsyscall] map is written, as perf record -p does"
 
 TEST_CASE("BPF programs loaded during a capture: KSYMBOL and BPF_EVENT records (perf script --show-bpf-events)",
           "[fidelity]") {
-    const std::string perf = require_all();
+    const std::string perf = require_kernel_and_perf();
     // Loads a two-instruction socket filter (r0 = 0; exit) with bpf(BPF_PROG_LOAD) and keeps it a moment.
     const std::string loader =
         "import ctypes,struct,sys\n"
@@ -190,7 +185,7 @@ TEST_CASE("BPF programs loaded during a capture: KSYMBOL and BPF_EVENT records (
 }
 
 TEST_CASE("ID_INDEX, THREAD_MAP, CPU_MAP and FINISHED_INIT open the data, as perf record writes them", "[fidelity]") {
-    const std::string perf = require_all();
+    const std::string perf = require_kernel_and_perf();
     TempFile out("maps");
     record("-a -F 100 -o " + out.path + " -- true");
     const PerfStats st = perf_report_stats(perf, out.path);
@@ -212,7 +207,7 @@ TEST_CASE("ID_INDEX, THREAD_MAP, CPU_MAP and FINISHED_INIT open the data, as per
 }
 
 TEST_CASE("SAMPLE_TIME: perf report --time in percent and perf script --time 10%/1 select samples", "[fidelity]") {
-    const std::string perf = require_all();
+    const std::string perf = require_kernel_and_perf();
     TempFile out("times");
     record("-a -F 1000 -o " + out.path + " -- " + kWorkload + " 600");
     auto hdr = run_command(perf + " report -i " + out.path + " --header-only 2>/dev/null").output;
@@ -238,7 +233,7 @@ TEST_CASE("SAMPLE_TIME: perf report --time in percent and perf script --time 10%
 
 TEST_CASE("build-id cache: perf report still names the functions after the binary is replaced, -N leaves it out",
           "[fidelity][buildid]") {
-    const std::string perf = require_all();
+    const std::string perf = require_kernel_and_perf();
     // A private HOME (perf and ringcap both use $HOME/.debug) and a copy of the workload we can replace.
     char tmpl[] = "/tmp/ringcap-home-XXXXXX";
     REQUIRE(mkdtemp(tmpl));
@@ -268,7 +263,7 @@ TEST_CASE("build-id cache: perf report still names the functions after the binar
 }
 
 TEST_CASE("hotspot's perfparser reads every sample in time order, with no warning about our records", "[fidelity][hotspot]") {
-    const std::string perf = require_all();
+    const std::string perf = require_kernel_and_perf();
     const std::string parser = "/usr/lib/x86_64-linux-gnu/libexec/hotspot-perfparser";
     if (access(parser.c_str(), X_OK) != 0)
         skip_test("hotspot is not installed (apt-get install hotspot): cannot check hotspot's own parser");
