@@ -24,9 +24,13 @@ std::optional<PerfDataFile> read_perf_data(const std::string& path, std::string*
         if (error) *error = path + ": " + why;
         return std::nullopt;
     };
-    std::ifstream in(path, std::ios::binary);
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
     if (!in) return fail("cannot open");
-    std::vector<char> buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // One read of the whole file: a byte-wise istreambuf_iterator took minutes on a 600 MB file
+    // under AddressSanitizer.
+    std::vector<char> buf(size_t(in.tellg()));
+    in.seekg(0);
+    if (!in.read(buf.data(), std::streamsize(buf.size()))) return fail("cannot read");
 
     PerfDataFile f;
     if (!get(buf, 0, f.header) || std::memcmp(f.header.magic, "PERFILE2", 8) != 0) return fail("not a perf.data file");
