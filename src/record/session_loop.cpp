@@ -12,10 +12,10 @@
 namespace ringcap {
 
 namespace {
-// Readers hold about two rounds in memory (README, Compatibility): at 150 MB/s, 100 ms rounds cost
-// hotspot's parser 32 MB of buffer, 20 ms ones 10 MB, for about 1 % of a CPU more; 10 ms gained nothing
-// more (a collector's pass takes that long).
-constexpr auto kRoundSpacing = std::chrono::milliseconds(20);
+// Readers hold about two rounds in memory (README, Compatibility). Measured at 150 MB/s: 100 ms
+// rounds cost hotspot's parser a 30 MB buffer, 50 ms ones 17 MB for no CPU we could measure; 20 ms
+// cost 15-25 % more collector CPU (a flush and a marker per round) and its peak was not reliably lower.
+constexpr auto kRoundSpacing = std::chrono::milliseconds(50);
 constexpr auto kTick = std::chrono::milliseconds(100);
 constexpr auto kHotplugCheck = std::chrono::milliseconds(500);
 }  // namespace
