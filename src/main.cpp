@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "ringcap/json_report.hpp"
 #include "ringcap/options.hpp"
 #include "ringcap/recorder.hpp"
 
@@ -37,15 +38,29 @@ int main(int argc, char** argv) {
             return 0;
         }
     }
+    // --json is written on every exit, so it is found before the command line is parsed.
+    const std::string json = ringcap::json_path_in(rest);
+    ringcap::RecordSummary summary;
+    std::string error;
+    int rc = 1;
     try {
         ringcap::RecordOptions opts = ringcap::parse_record_args(rest);
         opts.argv = args;
-        return ringcap::run_record(opts, std::cerr);
+        rc = ringcap::run_record(opts, std::cerr, &summary);
     } catch (const ringcap::Error& e) {
-        std::cerr << "ringcap: " << e.what() << "\n";
-        return e.exit_code();
+        error = e.what();
+        rc = e.exit_code();
     } catch (const std::exception& e) {
-        std::cerr << "ringcap: " << e.what() << "\n";
-        return 1;
+        error = e.what();
     }
+    if (!error.empty()) std::cerr << "ringcap: " << error << "\n";
+    if (!json.empty()) {
+        try {
+            ringcap::write_json_summary(json, ringcap::summary_json(summary, rc, error));
+        } catch (const ringcap::Error& e) {
+            std::cerr << "ringcap: " << e.what() << "\n";
+            if (rc == 0) rc = 1;  // a scheduler waiting for the JSON must not take silence for success
+        }
+    }
+    return rc;
 }

@@ -31,6 +31,7 @@ struct RecordOptions {
 
     // Output
     std::string output = "perf.data";       // -o
+    std::string json;                       // --json PATH|-: the summary as JSON ("" = none)
     int verbose = 0;                        // -v
     bool build_ids = true;                  // --no-buildid: skip the BUILD_ID feature
     bool build_id_cache = true;             // -N/--no-buildid-cache: leave ~/.debug alone

@@ -74,6 +74,7 @@ struct RecordSummary : RecordSnapshot {
     bool o_direct = false;
     std::vector<CollectorSummary> collectors;
     std::string command_status;  // what became of the recorded command ("exited with status 3")
+    std::string error;           // why the record failed while running (a write error), or ""
     int exit_code = 0;           // the record's, or else the command's (as perf record)
 };
 

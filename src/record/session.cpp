@@ -195,6 +195,7 @@ int Session::run(RingSource& source, RecordSummary& sum) {
     sum.path = opts_.output;
     sum.backend = collectors_.front()->backend();
     sum.stop_reason = stop_reason_;
+    sum.error = error_;
     sum.file_bytes = file_bytes_;
     sum.o_direct = output_->file().o_direct();
     sum.compression_level = opts_.compression_level;
@@ -377,6 +378,7 @@ void Session::finish() {
                                                       opts_.build_ids ? &build_ids : nullptr,
                                                       opts_.compression_level > 0 ? &comp : nullptr,
                                                       snap.total.samples > 0 ? &times : nullptr);
+    if (error) error_ = "writing '" + opts_.output + "' failed: " + errno_text(error) + write_error_hint(error);
     if (error)
         log_ << "ringcap: ERROR: writing '" << opts_.output << "' failed: " << errno_text(error) << write_error_hint(error)
              << "; capture stopped and kept " << file_bytes_ << " bytes of data ("

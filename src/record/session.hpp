@@ -70,6 +70,7 @@ private:
     std::vector<EventSpec> specs_;
     std::unique_ptr<FileOutput> output_;  // before the collectors: their writers refer to the file
     std::unique_ptr<FileSpace> space_;
+    std::string error_;                    // the write error the record ended with, for the summary
     UniqueFd done_fd_;                     // collectors that end on their own say so here
     std::vector<std::unique_ptr<CollectorThread>> collectors_;
     std::set<std::string> synthesized_dsos_;

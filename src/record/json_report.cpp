@@ -1,0 +1,84 @@
+#include "ringcap/json_report.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <fcntl.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "ringcap/sys.hpp"
+
+namespace ringcap {
+
+std::string summary_json(const RecordSummary& s, int exit_code, const std::string& error) {
+    using json = nlohmann::ordered_json;  // keys in schema order, version first
+    json j;
+    j["version"] = kJsonSchemaVersion;
+    j["samples"] = s.total.samples;
+    j["lost"] = s.kernel_lost;
+    // ringcap drops nothing it read unless a write failed; then what was read but not written is
+    // known in bytes only.
+    const bool unwritten = !s.error.empty();
+    j["dropped"] = unwritten ? json(nullptr) : json(0);
+    j["unwritten_bytes"] = unwritten && s.total.bytes > s.file_bytes ? s.total.bytes - s.file_bytes : 0;
+    j["throttled"] = s.total.throttles;
+    j["bytes"] = s.file_bytes;
+    j["files"] = s.path.empty() ? json::array() : json::array({s.path});
+    j["duration_s"] = s.seconds;
+    j["exit_code"] = exit_code;
+    j["stop_reason"] = s.stop_reason.empty() ? json(nullptr) : json(s.stop_reason);
+    const std::string& why = error.empty() ? s.error : error;
+    j["error"] = why.empty() ? json(nullptr) : json(why);
+    j["command_status"] = s.command_status.empty() ? json(nullptr) : json(s.command_status);
+    j["cpus"] = json::array();
+    for (const auto& c : s.cpus)
+        j["cpus"].push_back({{"cpu", c.cpu}, {"samples", c.ring.samples}, {"lost", c.ring.lost}, {"bytes", c.ring.bytes}});
+    j["events"] = json::array();
+    for (const auto& e : s.events) j["events"].push_back({{"name", e.name}, {"samples", e.samples}, {"lost", e.kernel_lost()}});
+    j["collectors"] = json::array();
+    for (const auto& c : s.collectors)
+        j["collectors"].push_back({{"cpu_s", c.cpu_seconds}, {"bytes", c.bytes}, {"rings", c.rings}});
+    j["compression"] = s.compression_level == 0
+                           ? json(nullptr)
+                           : json{{"level", s.compression_level},
+                                  {"bytes_in", s.compress_input},
+                                  {"bytes_out", s.compressed_bytes},
+                                  {"cpu_s", s.compress_cpu_seconds}};
+    return j.dump() + "\n";
+}
+
+void write_json_summary(const std::string& path, const std::string& text) {
+    auto write_all = [&](int fd) {
+        for (size_t done = 0; done < text.size();) {
+            const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) return false;
+            done += size_t(n);
+        }
+        return true;
+    };
+    if (path == "-") {
+        if (!write_all(STDOUT_FILENO)) throw Error("--json -: writing stdout failed: " + errno_text(errno));
+        return;
+    }
+    // A scheduler polling for the file never reads half of it.
+    const std::string tmp = path + ".ringcap-tmp";
+    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!fd) throw Error("--json " + path + ": " + errno_text(errno) + " (choose a writable path)");
+    if (!write_all(fd.get()) || ::fsync(fd.get()) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        throw Error("--json " + path + ": " + errno_text(err));
+    }
+}
+
+std::string json_path_in(const std::vector<std::string>& args) {
+    for (size_t i = 0; i < args.size(); ++i) {
+        if (args[i] == "--") break;
+        if (args[i] == "--json" && i + 1 < args.size()) return args[i + 1];
+        if (args[i].rfind("--json=", 0) == 0) return args[i].substr(7);
+    }
+    return "";
+}
+
+}  // namespace ringcap
