@@ -1,5 +1,7 @@
 // ringcap: a thin CLI over the core library.
 #include <iostream>
+#include <sstream>
+#include <unistd.h>
 #include <mimalloc.h>
 #include <string>
 #include <vector>
@@ -43,15 +45,25 @@ int main(int argc, char** argv) {
     ringcap::RecordSummary summary;
     std::string error;
     int rc = 1;
+    // -q: the progress and summary go nowhere; what failed is still said (below, and ERROR lines).
+    std::ostringstream quiet_log;
+    bool quiet = false;
     try {
         ringcap::RecordOptions opts = ringcap::parse_record_args(rest);
         opts.argv = args;
-        rc = ringcap::run_record(opts, std::cerr, &summary);
+        quiet = opts.quiet;
+        opts.live_status = !quiet && isatty(STDERR_FILENO);
+        rc = ringcap::run_record(opts, quiet ? static_cast<std::ostream&>(quiet_log) : std::cerr, &summary);
     } catch (const ringcap::Error& e) {
         error = e.what();
         rc = e.exit_code();
     } catch (const std::exception& e) {
         error = e.what();
+    }
+    if (quiet) {
+        std::istringstream lines(quiet_log.str());
+        for (std::string l; std::getline(lines, l);)
+            if (l.find("ERROR") != std::string::npos) std::cerr << l << "\n";
     }
     if (!error.empty()) std::cerr << "ringcap: " << error << "\n";
     if (!json.empty()) {

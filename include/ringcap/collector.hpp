@@ -78,6 +78,7 @@ struct CollectorSnapshot {
     uint64_t waits_after_hangup = 0;  // loop waits once every ring had hung up (bounded: no spin)
     uint64_t ring_bytes = 0;          // ring memory mapped
     uint64_t staging_bytes = 0;
+    uint64_t staging_used = 0;        // of which buffers in use (filling, ready or being written)
 };
 
 class Collector final : public LoopHandler, public MmapObserver {

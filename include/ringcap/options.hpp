@@ -32,6 +32,9 @@ struct RecordOptions {
     // Output
     std::string output = "perf.data";       // -o
     std::string json;                       // --json PATH|-: the summary as JSON ("" = none)
+    bool quiet = false;                     // -q: only errors on stderr
+    bool live_status = false;               // a status line refreshed every second (the CLI sets it
+                                            // when stderr is a terminal and -q is not given)
     int verbose = 0;                        // -v
     bool build_ids = true;                  // --no-buildid: skip the BUILD_ID feature
     bool build_id_cache = true;             // -N/--no-buildid-cache: leave ~/.debug alone

@@ -49,6 +49,7 @@ struct RecordSnapshot {
     uint64_t synthesized_records = 0; // COMM/MMAP2/MMAP written from /proc at start
     uint64_t ring_bytes = 0;          // ring memory mapped (control pages + data)
     uint64_t staging_bytes = 0;
+    uint64_t staging_used = 0;        // staging buffers in use (a status line's "staging fill")
     // -z: staging bytes compressed, the COMPRESSED records they became (bytes, headers included, and
     // count), frames of poorly compressible data (compressed one block per record), CPU time spent.
     uint64_t compress_input = 0;

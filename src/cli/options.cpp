@@ -38,6 +38,7 @@ const char* const kRecordUsage =
     "                           ELF files mapped executable during the record)\n"
     "  -N, --no-buildid-cache   do not add those files to perf's build-id cache ($HOME/.debug)\n"
     "      --json PATH|-        also write the summary as JSON (schema in README), on every exit\n"
+    "  -q, --quiet              print only errors (no status line, no summary)\n"
     "  -v, --verbose            print the setup (backend, O_DIRECT, sizes)\n"
     "Internal knobs for tests and benchmarks: --staging-buffers N, --staging-kb KB, --cq-entries N.\n"
     "Without -a/-C, -- COMMAND records the command and its children (per task); with -a it records\n"
@@ -184,6 +185,9 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
             no_value();
             o.build_ids = false;
             o.build_id_cache = false;  // as perf: nothing to cache without build-ids
+        } else if (a == "-q" || a == "--quiet") {
+            no_value();
+            o.quiet = true;
         } else if (a == "--json") {
             o.json = value();
             if (o.json.empty()) bad("--json needs a path, or - for stdout");

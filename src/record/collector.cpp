@@ -251,6 +251,7 @@ CollectorSnapshot Collector::snapshot() const {
     s.hangups = hangups_;
     if (live_rings_ == 0) s.waits_after_hangup = s.loop.waits - waits_at_all_hung_up_;
     s.staging_bytes = staging_->buffer_size() * staging_->count();
+    s.staging_used = staging_->buffer_size() * (staging_->count() - staging_->free_count());
     if (encoded_) s.staging_bytes += encoded_->buffer_size() * encoded_->count();
     return s;
 }

@@ -57,6 +57,7 @@ void add(RecordSnapshot& s, const CollectorSnapshot& c) {
     s.hangups += c.hangups;
     s.ring_bytes += c.ring_bytes;
     s.staging_bytes += c.staging_bytes;
+    s.staging_used += c.staging_used;
     s.compress_input += c.encoder.bytes_in;
     s.compressed_bytes += c.encoder.bytes_out;
     s.compressed_records += c.encoder.records;
@@ -185,6 +186,7 @@ int Session::run(RingSource& source, RecordSummary& sum) {
         deadline_ = t0_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts_.duration_s));
     for (auto& c : collectors_) c->start();
     if (command_) command_->start();
+    last_status_ = t0_;
 
     // 7. Until a stop source fires, every ring hung up, or a write failed; 8. stop; 9. finish.
     wait_for_stop();
@@ -324,6 +326,7 @@ void Session::write_start() {
 }
 
 void Session::stop() {
+    clear_status();
     const auto stop_start = Clock::now();
     seconds_ = std::chrono::duration<double>(stop_start - t0_).count();
     for (auto& c : collectors_) c->request_stop();

@@ -71,6 +71,12 @@ private:
     std::unique_ptr<FileOutput> output_;  // before the collectors: their writers refer to the file
     std::unique_ptr<FileSpace> space_;
     std::string error_;                    // the write error the record ended with, for the summary
+    // The live status line (stderr a terminal): when it was printed, the counts then.
+    void print_status();
+    void clear_status();
+    Clock::time_point last_status_{};
+    uint64_t status_samples_ = 0, status_bytes_ = 0;
+    bool status_shown_ = false;
     UniqueFd done_fd_;                     // collectors that end on their own say so here
     std::vector<std::unique_ptr<CollectorThread>> collectors_;
     std::set<std::string> synthesized_dsos_;

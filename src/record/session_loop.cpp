@@ -2,6 +2,7 @@
 // duration, collectors that end on their own), FINISHED_ROUND markers, the crash-safe header and CPU
 // hotplug. A poll(2) loop that wakes at least every 100 ms; nothing here is on the collectors' path.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <poll.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@ namespace {
 // cost 15-25 % more collector CPU (a flush and a marker per round) and its peak was not reliably lower.
 constexpr auto kRoundSpacing = std::chrono::milliseconds(50);
 constexpr auto kTick = std::chrono::milliseconds(100);
+constexpr auto kStatusEvery = std::chrono::seconds(1);
 constexpr auto kHotplugCheck = std::chrono::milliseconds(500);
 }  // namespace
 
@@ -76,11 +78,38 @@ void Session::wait_for_stop() {
         }
         round();
         output_->refresh_header(crash_safe_end() - output_->data_offset());
+        if (opts_.live_status && Clock::now() - last_status_ >= kStatusEvery) print_status();
         if (source_->follows_cpus() && Clock::now() - last_hotplug >= kHotplugCheck) {
             last_hotplug = Clock::now();
             follow_hotplug();
         }
     }
+}
+
+void Session::print_status() {
+    // One line, rewritten in place (\r, then erase to its end): rates since the previous line.
+    const auto now = Clock::now();
+    const RecordSnapshot s = snapshot();
+    const double dt = std::chrono::duration<double>(now - last_status_).count();
+    const uint64_t written = s.bytes_written;
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "\rringcap: %.0f s  %.0f samples/s  %.1f MB/s written  lost %llu  staging %.0f %%  file %s\x1b[K",
+                  s.seconds, double(s.total.samples - status_samples_) / dt, double(written - status_bytes_) / dt / 1e6,
+                  static_cast<unsigned long long>(s.kernel_lost),
+                  s.staging_bytes ? 100.0 * double(s.staging_used) / double(s.staging_bytes) : 0.0,
+                  human_bytes(output_->data_offset() + space_->end()).c_str());
+    log_ << line << std::flush;
+    status_shown_ = true;
+    status_samples_ = s.total.samples;
+    status_bytes_ = written;
+    last_status_ = now;
+}
+
+void Session::clear_status() {
+    if (!status_shown_) return;
+    log_ << "\r\x1b[K" << std::flush;  // the summary starts on a clean line
+    status_shown_ = false;
 }
 
 void Session::round() {
