@@ -68,7 +68,7 @@ TEST_CASE("JSON summary: every field of schema 1 from a summary", "[json]") {
     CHECK(json_path_in({"--", "prog", "--json", "y"}) == "");
 }
 
-TEST_CASE("--json: python3 reads it and its counts are perf report's", "[json]") {
+TEST_CASE("JSON summary (--json): python3 reads it and its counts are perf report's", "[json]") {
     require_kernel();
     const std::string perf = require_perf();
     TempFile out("json-data"), json("json");
@@ -93,7 +93,7 @@ TEST_CASE("--json: python3 reads it and its counts are perf report's", "[json]")
     CHECK(py(json.path, "j['bytes'] > 0 and j['duration_s'] > 0") == "True");
 }
 
-TEST_CASE("--json is written on failures too: setup refused, bad usage, a full disk", "[json]") {
+TEST_CASE("JSON summary (--json) is written on failures too: setup refused, bad usage, a full disk", "[json]") {
     TempFile json("json-fail");
     auto r = run_command(kRingcap + " record -a -o /nonexistent-dir/x.data --json " + json.path + " -- true 2>&1");
     CHECK(r.status == 2);

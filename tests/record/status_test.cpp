@@ -30,7 +30,7 @@ TEST_CASE("status line: refreshed in place every second on a terminal, absent ot
     CHECK(piped.output.find("ringcap: stopped (duration reached)") != std::string::npos);
 }
 
-TEST_CASE("-q prints nothing on success and the reason on failure", "[status]") {
+TEST_CASE("quiet (-q) prints nothing on success and the reason on failure", "[status]") {
     require_kernel();
     TempFile out("quiet");
     auto ok = run_command(kRingcap + " record -q -a -F 500 -o " + out.path + " -- true 2>&1");
