@@ -168,6 +168,19 @@ FeatureBlock build_features(const std::vector<AttrEntry>& attrs, const HostInfo&
                             const CompressionFeature* compression = nullptr,
                             const SampleTimeRange* sample_time = nullptr);
 
+// Pipe mode (`-o -`): what precedes the record stream. The pipe header {"PERFILE2", 16}, one
+// PERF_RECORD_HEADER_ATTR per event (attr and its ids), one PERF_RECORD_HEADER_FEATURE per feature
+// (the file-mode payload, padded to 8 bytes; no BUILD_ID or SAMPLE_TIME, as perf record in pipe
+// mode), and with tracepoints PERF_RECORD_HEADER_TRACING_DATA followed by `tracing_data`. A feature
+// too big for one record (u16 size) is left out and its bit added to `left_out`. Throws
+// std::length_error if an event has too many ids for one HEADER_ATTR record.
+std::vector<std::byte> build_pipe_head(const std::vector<AttrEntry>& attrs, const HostInfo& host,
+                                       const std::vector<std::byte>& tracing_data = {},
+                                       const CompressionFeature* compression = nullptr,
+                                       std::vector<unsigned>* left_out = nullptr);
+// One PERF_RECORD_HEADER_ATTR record: perf 6.1 adds an event (evsel) for it with these ids.
+std::vector<std::byte> build_header_attr(const AttrEntry& a);
+
 // Crash safety of compressed files. perf reads the feature index at the end of the data and cannot
 // read COMPRESSED records without HEADER_COMPRESSED, but while recording the data grows into the
 // space after it. A compression anchor is both: a padding record (PERF_RECORD_FINISHED_INIT, which

@@ -10,6 +10,9 @@
 namespace ringcap {
 
 // Record types of perf's own (tools/perf/util/event.h), not in the kernel's uapi header.
+inline constexpr uint32_t kRecordHeaderAttr = 64;         // PERF_RECORD_HEADER_ATTR (pipe mode)
+inline constexpr uint32_t kRecordHeaderTracingData = 66;  // PERF_RECORD_HEADER_TRACING_DATA (pipe mode)
+inline constexpr uint32_t kRecordHeaderFeature = 80;      // PERF_RECORD_HEADER_FEATURE (pipe mode)
 inline constexpr uint32_t kRecordHeaderBuildId = 67;  // PERF_RECORD_HEADER_BUILD_ID
 inline constexpr uint32_t kRecordFinishedRound = 68;  // PERF_RECORD_FINISHED_ROUND: header only
 inline constexpr uint32_t kRecordIdIndex = 69;        // PERF_RECORD_ID_INDEX

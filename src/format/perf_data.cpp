@@ -179,14 +179,17 @@ std::vector<std::byte> build_ids_block(const std::vector<AttrEntry>& attrs) {
     return std::move(o.buf);
 }
 
-FeatureBlock build_features(const std::vector<AttrEntry>& attrs, const HostInfo& host, uint64_t start,
-                            const std::vector<std::byte>& tracing_data, const std::vector<std::byte>& build_ids,
-                            const CompressionFeature* compression, const SampleTimeRange* sample_time) {
-    FeatureBlock fb;
-    // Payloads first, in bit order; the index of {offset,size} precedes them in the file.
+namespace {
+
+// The feature payloads in bit order, as perf 6.1's write_* functions lay them out: shared by the file's
+// feature section (build_features) and pipe mode's HEADER_FEATURE records (build_pipe_head).
+std::vector<std::pair<unsigned, Out>> feature_payloads(const std::vector<AttrEntry>& attrs, const HostInfo& host,
+                                                       const std::vector<std::byte>& tracing_data,
+                                                       const std::vector<std::byte>& build_ids,
+                                                       const CompressionFeature* compression,
+                                                       const SampleTimeRange* sample_time) {
     std::vector<std::pair<unsigned, Out>> feats;
     auto add = [&](unsigned bit) -> Out& {
-        fb.bitmap[bit / 64] |= 1ull << (bit % 64);
         feats.emplace_back(bit, Out{});
         return feats.back().second;
     };
@@ -244,15 +247,79 @@ FeatureBlock build_features(const std::vector<AttrEntry>& attrs, const HostInfo&
         o.put(compression->ratio);
         o.put(compression->mmap_len);
     }
+    return feats;
+}
+
+}  // namespace
+
+FeatureBlock build_features(const std::vector<AttrEntry>& attrs, const HostInfo& host, uint64_t start,
+                            const std::vector<std::byte>& tracing_data, const std::vector<std::byte>& build_ids,
+                            const CompressionFeature* compression, const SampleTimeRange* sample_time) {
+    FeatureBlock fb;
+    auto feats = feature_payloads(attrs, host, tracing_data, build_ids, compression, sample_time);
+    // The index of {offset,size} precedes the payloads in the file.
     Out out;
     uint64_t off = start + feats.size() * sizeof(PerfFileSection);
     for (auto& [bit, o] : feats) {
+        fb.bitmap[bit / 64] |= 1ull << (bit % 64);
         out.put(PerfFileSection{off, o.size()});
         off += o.size();
     }
     for (auto& [bit, o] : feats) out.raw(o.buf.data(), o.size());
     fb.bytes = std::move(out.buf);
     return fb;
+}
+
+std::vector<std::byte> build_pipe_head(const std::vector<AttrEntry>& attrs, const HostInfo& host,
+                                       const std::vector<std::byte>& tracing_data,
+                                       const CompressionFeature* compression, std::vector<unsigned>* left_out) {
+    Out o;
+    o.raw("PERFILE2", 8);
+    o.put(uint64_t(16));  // header size 16: the pipe header
+    for (const auto& a : attrs) {
+        const auto rec = build_header_attr(a);
+        o.raw(rec.data(), rec.size());
+    }
+    // Features as perf record synthesizes them for a pipe: no BUILD_ID, no SAMPLE_TIME (known only at
+    // the end), TRACING_DATA as a record of its own below. No HEADER_LAST_FEATURE mark: its number
+    // (32 in 6.1) is a real feature in newer perf, which would fail on it; 6.1 only uses it to end
+    // `report --header-only` early.
+    for (auto& [bit, payload] : feature_payloads(attrs, host, {}, {}, compression, nullptr)) {
+        const size_t body = round_up(payload.size(), 8);
+        const size_t size = sizeof(perf_event_header) + sizeof(uint64_t) + body;
+        if (size > kMaxRecordBytes) {
+            if (left_out) left_out->push_back(bit);  // e.g. EVENT_DESC with thousands of ids: perf names events from attrs
+            continue;
+        }
+        o.put(perf_event_header{kRecordHeaderFeature, 0, uint16_t(size)});
+        o.put(uint64_t(bit));
+        o.raw(payload.buf.data(), payload.size());
+        o.buf.resize(o.size() + (body - payload.size()), std::byte{0});
+    }
+    if (!tracing_data.empty()) {
+        // {header (size 16), u32 size, u32 pad}, then `size` bytes not counted in header.size.
+        const uint64_t aligned = round_up(tracing_data.size(), 8);
+        o.put(perf_event_header{kRecordHeaderTracingData, 0, 16});
+        o.put(uint32_t(aligned));
+        o.put(uint32_t(0));
+        o.raw(tracing_data.data(), tracing_data.size());
+        o.buf.resize(o.size() + (aligned - tracing_data.size()), std::byte{0});
+    }
+    return std::move(o.buf);
+}
+
+std::vector<std::byte> build_header_attr(const AttrEntry& a) {
+    Out o;
+    // perf 6.1 reads the ids right after its own sizeof(perf_event_attr), whatever attr.size says.
+    perf_event_attr attr = a.attr;
+    attr.size = sizeof(perf_event_attr);
+    const size_t size = sizeof(perf_event_header) + sizeof attr + a.ids.size() * sizeof(uint64_t);
+    if (size > kMaxRecordBytes)
+        throw std::length_error("pipe mode: event '" + a.name + "' has too many ids for one HEADER_ATTR record");
+    o.put(perf_event_header{kRecordHeaderAttr, 0, uint16_t(size)});
+    o.put(attr);
+    o.raw(a.ids.data(), a.ids.size() * sizeof(uint64_t));
+    return std::move(o.buf);
 }
 
 std::vector<std::byte> compression_anchor(uint64_t at, size_t len, const CompressionFeature& c) {
