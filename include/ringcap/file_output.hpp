@@ -14,11 +14,12 @@
 
 #include "ringcap/events.hpp"
 #include "ringcap/perf_data.hpp"
+#include "ringcap/record_output.hpp"
 #include "ringcap/writer.hpp"
 
 namespace ringcap {
 
-class FileOutput {
+class FileOutput final : public RecordOutput {
 public:
     // Creates the file next to `path` (nothing at `path` changes yet) with a provisional header
     // (data size 0), so the file is recognisable from its first write. Throws Error naming the cause.

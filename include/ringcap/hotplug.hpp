@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "ringcap/collector.hpp"
-#include "ringcap/file_output.hpp"
+#include "ringcap/record_output.hpp"
 #include "ringcap/source.hpp"
 
 namespace ringcap {
@@ -25,7 +25,7 @@ public:
     // rings' and acts on changes, saying so in one line each. `replace(i)` drains ring i, has the
     // source reopen it and the collector adopt the new one (on the collector's thread); it returns
     // false if the source cannot, and throws Error if the kernel refuses.
-    void check(RingSource& source, FileOutput& output, std::ostream& log, const std::function<bool(size_t)>& replace);
+    void check(RingSource& source, RecordOutput& output, std::ostream& log, const std::function<bool(size_t)>& replace);
     // The per-ring hotplug counts of a collector's snapshot; its rings start at `first_ring`.
     void annotate(CollectorSnapshot& c, size_t first_ring) const;
 

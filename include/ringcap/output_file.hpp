@@ -22,6 +22,9 @@ public:
     // untouched; an unpublished file is removed. Throws Error (exit status 2) naming the cause, and
     // when another ringcap is writing `path` (or its .old), or is about to.
     static OutputFile create(const std::string& path, bool allow_direct = true);
+    // A file in memory (memfd_create) for pipe mode: no name on disk, no lock, nothing to publish,
+    // buffered writes only. `path` is what messages call it ("-"). Throws Error (exit status 2).
+    static OutputFile in_memory(const std::string& path);
     // Makes the file durable, moves an existing `path` to `path.old` (as perf does) and the new file
     // into place. Throws Error (exit status 2) if another ringcap published `path` meanwhile.
     void publish();

@@ -5,7 +5,7 @@
 
 namespace ringcap {
 
-void HotplugWatch::check(RingSource& source, FileOutput& output, std::ostream& log,
+void HotplugWatch::check(RingSource& source, RecordOutput& output, std::ostream& log,
                          const std::function<bool(size_t)>& replace) {
     const std::vector<int> online = online_cpus();
     auto rings = source.rings();

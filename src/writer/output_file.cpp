@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/vfs.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -109,6 +110,14 @@ OutputFile OutputFile::create(const std::string& path, bool allow_direct) {
         int dfd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC | O_DIRECT);
         if (dfd >= 0) f.direct_.reset(dfd);
     }
+    return f;
+}
+
+OutputFile OutputFile::in_memory(const std::string& path) {
+    OutputFile f;
+    f.path_ = path;
+    f.buffered_.reset(::memfd_create("ringcap-pipe", MFD_CLOEXEC));
+    if (!f.buffered_) throw Error("memfd_create: " + errno_text(errno), 2);
     return f;
 }
 
