@@ -8,6 +8,7 @@
 
 #include "ringcap/json_report.hpp"
 #include "ringcap/options.hpp"
+#include "ringcap/pipe_output.hpp"
 #include "ringcap/recorder.hpp"
 
 namespace {
@@ -41,7 +42,9 @@ int main(int argc, char** argv) {
         }
     }
     // --json is written on every exit, so it is found before the command line is parsed.
-    const std::string json = ringcap::json_path_in(rest);
+    std::string json = ringcap::json_path_in(rest);
+    // With -o - stdout carries the perf data: never a JSON summary too (the parser refuses the pair).
+    if (json == "-" && ringcap::pipe_output_in(rest)) json.clear();
     ringcap::RecordSummary summary;
     std::string error;
     int rc = 1;

@@ -22,7 +22,8 @@ const char* const kRecordUsage =
     "      --max-stack N        keep at most N frames per call stack\n"
     "  -m, --mmap-pages N       data pages per CPU ring, a power of two, or a size like 2M (default\n"
     "                           128; as root or with CAP_IPC_LOCK 2048, at most 256 MiB for all rings)\n"
-    "  -o, --output FILE        output file (default perf.data; an existing one becomes FILE.old)\n"
+    "  -o, --output FILE        output file (default perf.data; an existing one becomes FILE.old);\n"
+    "                           - writes perf's pipe format to stdout (ringcap record -a -o - | perf report -i -)\n"
     "      --duration SECONDS   stop after SECONDS\n"
     "      --wakeup-events N    wake the collector every N samples\n"
     "      --wakeup-watermark B wake the collector every B bytes (default: a quarter of the ring)\n"
@@ -258,6 +259,8 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
             break;
         }
     }
+    if (o.output == "-" && o.json == "-")
+        bad("-o - writes the perf data to stdout: --json - would mix the summary into it; give --json a file");
     if (have_F && have_c) bad("-F and -c exclude each other: give a frequency or a period");
     if (o.sampling.wakeup_events && o.sampling.wakeup_watermark)
         bad("--wakeup-events and --wakeup-watermark exclude each other");

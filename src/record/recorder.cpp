@@ -2,17 +2,26 @@
 #include "ringcap/recorder.hpp"
 
 #include <memory>
+#include <optional>
 
 #include "ringcap/collector_thread.hpp"
 #include "ringcap/perf_source.hpp"
+#include "ringcap/pipe_output.hpp"
 #include "ringcap/process.hpp"
 #include "session.hpp"
 
 namespace ringcap {
 
+namespace {
+bool to_pipe(const RecordOptions& opts) { return opts.output == "-"; }
+}  // namespace
+
 int run_record(const RecordOptions& opts, std::ostream& log, RecordSummary* summary) {
     RecordSummary local;
-    OutputFile::check_path(opts.output);
+    if (!to_pipe(opts)) OutputFile::check_path(opts.output);
+    // -o -: stdout is taken before the command is forked, so that the command writes to stderr.
+    std::optional<StdoutClaim> out;
+    if (to_pipe(opts)) out.emplace(StdoutClaim::take());
     PerfTarget target = PerfTarget::from_options(opts);
     // Collectors of CPUs that share a core, package or node take consecutive rings.
     target.cpus = cpu_order(opts.threads, target.cpus);
@@ -24,14 +33,20 @@ int run_record(const RecordOptions& opts, std::ostream& log, RecordSummary* summ
         if (target.per_task) target.tids = {command->pid()};
     }
     PerfSource source(opts.events, std::move(target));
-    return Session(opts, log, signals, command.get()).run(source, summary ? *summary : local);
+    Session session(opts, log, signals, command.get());
+    if (out) session.set_pipe(out->fd());
+    return session.run(source, summary ? *summary : local);
 }
 
 int run_record(const RecordOptions& opts, RingSource& source, std::ostream& log, RecordSummary* summary) {
     RecordSummary local;
-    OutputFile::check_path(opts.output);
+    if (!to_pipe(opts)) OutputFile::check_path(opts.output);
+    std::optional<StdoutClaim> out;
+    if (to_pipe(opts)) out.emplace(StdoutClaim::take());
     SignalBlock signals;
-    return Session(opts, log, signals, nullptr).run(source, summary ? *summary : local);
+    Session session(opts, log, signals, nullptr);
+    if (out) session.set_pipe(out->fd());
+    return session.run(source, summary ? *summary : local);
 }
 
 }  // namespace ringcap

@@ -162,7 +162,8 @@ int Session::run(RingSource& source, RecordSummary& sum) {
 
     // 3. The output under a temporary name, its space allocated ahead; 4. the collectors, armed on
     // their threads (-r applies to them), before the file replaces anything.
-    output_ = std::make_unique<FileOutput>(opts_.output, opts_.allow_direct, attr_entries(attrs));
+    if (pipe_fd_ >= 0) output_ = make_pipe_output(plan.staging_buffer_bytes(), attrs);
+    else output_ = std::make_unique<FileOutput>(opts_.output, opts_.allow_direct, attr_entries(attrs));
     // With -z the data reaches the file at a few MB/s: preallocating 128 MiB ahead (so that O_DIRECT
     // writes run inline at hundreds of MB/s) would only leave a killed capture's file that much bigger.
     space_ = std::make_unique<FileSpace>(output_->data_offset(),
@@ -201,7 +202,7 @@ int Session::run(RingSource& source, RecordSummary& sum) {
     sum.file_bytes = file_bytes_;
     sum.o_direct = output_->file().o_direct();
     sum.compression_level = opts_.compression_level;
-    bool failed = write_error_ != 0;
+    bool failed = write_error_ != 0 || !output_->error().empty();
     for (const auto& c : collectors_) {
         failed |= c->cause() == StopCause::WriteError;
         sum.collectors.push_back({c->rings(), c->cpu_seconds(), c->snapshot().writer.bytes});
@@ -388,6 +389,8 @@ void Session::finish() {
              << space_->end() - data_offset - file_bytes_
              << " bytes not written); the file is valid up to there. The counts below are of what was read from "
                 "the rings; not all of it reached the file\n";
+    file_bytes_ = output_->data_kept(file_bytes_);  // a pipe whose reader went away took less
+    if (error_.empty()) error_ = output_->error();
     if (!feature_error.empty()) log_ << "ringcap: the header features were not written (" << feature_error << ")\n";
     if (opts_.build_id_cache && !build_ids.empty()) cache_build_ids(build_ids);
 }

@@ -17,6 +17,7 @@
 #include "ringcap/collector_thread.hpp"
 #include "ringcap/file_output.hpp"
 #include "ringcap/hotplug.hpp"
+#include "ringcap/pipe_output.hpp"
 #include "ringcap/plan.hpp"
 #include "ringcap/process.hpp"
 #include "ringcap/recorder.hpp"
@@ -28,6 +29,8 @@ public:
     Session(const RecordOptions& o, std::ostream& log, SignalBlock& signals, Command* command);
     ~Session();
     int run(RingSource& source, RecordSummary& sum);
+    // -o -: the stream goes to `fd` (a StdoutClaim's) in perf's pipe format (pipe_output.hpp).
+    void set_pipe(int fd) { pipe_fd_ = fd; }
 
 private:
     using Clock = std::chrono::steady_clock;
@@ -55,6 +58,11 @@ private:
     RecordSnapshot snapshot() const;
     uint64_t durable_end() const;  // file offset below which the data is on disk, at a record boundary
 
+    // session_pipe.cpp (-o -)
+    std::unique_ptr<RecordOutput> make_pipe_output(size_t staging_buffer_bytes, const std::vector<perf_event_attr>& attrs);
+    // Before a reopened ring's records can reach the stream: HEADER_ATTR records for its new ids.
+    void announce_ids(size_t ring);
+
     // session_loop.cpp
     void wait_for_stop();
     void round();
@@ -68,7 +76,8 @@ private:
     const bool per_task_;
     RingSource* source_ = nullptr;
     std::vector<EventSpec> specs_;
-    std::unique_ptr<FileOutput> output_;  // before the collectors: their writers refer to the file
+    std::unique_ptr<RecordOutput> output_;  // before the collectors: their writers refer to the file
+    int pipe_fd_ = -1;                      // -o -: stdout, taken
     std::unique_ptr<FileSpace> space_;
     std::string error_;                    // the write error the record ended with, for the summary
     // The live status line (stderr a terminal): when it was printed, the counts then.

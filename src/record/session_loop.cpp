@@ -76,6 +76,10 @@ void Session::wait_for_stop() {
             stop_reason_ = "write error";
             return;
         }
+        if (std::string why = output_->stop_reason(); !why.empty()) {  // -o -: the reader
+            stop_reason_ = std::move(why);
+            return;
+        }
         round();
         output_->refresh_header(crash_safe_end() - output_->data_offset());
         if (opts_.live_status && Clock::now() - last_status_ >= kStatusEvery) print_status();
@@ -158,6 +162,7 @@ bool Session::replace_ring(size_t ring) {
             } catch (const Error& e) {
                 error = e.what();
             }
+            if (reopened) announce_ids(ring);  // -o -: perf must know the ids before their records
             if (reopened) col.adopt_ring(local);
         });
         if (!error.empty()) throw Error(error);
