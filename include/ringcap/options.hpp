@@ -32,6 +32,7 @@ struct RecordOptions {
     // Output
     std::string output = "perf.data";       // -o
     std::string json;                       // --json PATH|-: the summary as JSON ("" = none)
+    uint64_t pipe_backlog = 0;              // --pipe-backlog SIZE: with -o -, stop beyond this backlog (0 = default)
     bool quiet = false;                     // -q: only errors on stderr
     bool live_status = false;               // a status line refreshed every second (the CLI sets it
                                             // when stderr is a terminal and -q is not given)

@@ -24,6 +24,8 @@ const char* const kRecordUsage =
     "                           128; as root or with CAP_IPC_LOCK 2048, at most 256 MiB for all rings)\n"
     "  -o, --output FILE        output file (default perf.data; an existing one becomes FILE.old);\n"
     "                           - writes perf's pipe format to stdout (ringcap record -a -o - | perf report -i -)\n"
+    "      --pipe-backlog SIZE  with -o -: stop when more than SIZE (K/M/G) wait for the reader\n"
+    "                           (default: a quarter of the available memory, at most 1G)\n"
     "      --duration SECONDS   stop after SECONDS\n"
     "      --wakeup-events N    wake the collector every N samples\n"
     "      --wakeup-watermark B wake the collector every B bytes (default: a quarter of the ring)\n"
@@ -74,6 +76,15 @@ size_t parse_pages(const std::string& v) {
         bad("-m " + v + ": the ring needs a power-of-two number of data pages (e.g. 64, 128, 1024)");
     if (pages > (1u << 20)) bad("-m " + v + ": at most 1048576 pages (4 GiB) per CPU ring");
     return size_t(pages);
+}
+
+// A byte count with an optional K/M/G suffix (powers of 1024).
+uint64_t parse_size(const std::string& flag, const std::string& v) {
+    const char suffix = v.empty() ? 0 : char(std::toupper(static_cast<unsigned char>(v.back())));
+    const uint64_t mult = suffix == 'K' ? 1ull << 10 : suffix == 'M' ? 1ull << 20 : suffix == 'G' ? 1ull << 30 : 1;
+    const uint64_t n = parse_u64(flag, mult == 1 ? v : v.substr(0, v.size() - 1));
+    if (n > (1ull << 50) / mult) bad(flag + " " + v + " is too large");
+    return n * mult;
 }
 
 }  // namespace
@@ -192,6 +203,9 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
         } else if (a == "--json") {
             o.json = value();
             if (o.json.empty()) bad("--json needs a path, or - for stdout");
+        } else if (a == "--pipe-backlog") {
+            o.pipe_backlog = parse_size(a, value());
+            if (o.pipe_backlog < (1u << 20)) bad("--pipe-backlog: at least 1M");
         } else if (a == "--no-buildid-cache" || a == "-N") {
             no_value();
             o.build_id_cache = false;
@@ -259,6 +273,7 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
             break;
         }
     }
+    if (o.pipe_backlog && o.output != "-") bad("--pipe-backlog is for -o - (perf's pipe format on stdout)");
     if (o.output == "-" && o.json == "-")
         bad("-o - writes the perf data to stdout: --json - would mix the summary into it; give --json a file");
     if (have_F && have_c) bad("-F and -c exclude each other: give a frequency or a period");

@@ -296,8 +296,8 @@ std::string PipeOutput::finish(uint64_t data_size, const HostInfo&, const std::v
     } else if (peak_backlog_ > cap_) {
         error_ = "the pipe reader could not keep up: " + human_bytes(peak_backlog_) +
                  " were waiting to be sent (the limit is " + human_bytes(cap_) +
-                 "), so the capture stopped early; everything captured was delivered. Use a faster reader "
-                 "(perf script is slower than perf report), a lower rate (-F), or record to a file";
+                 "), so the capture stopped early; everything captured was delivered. Use a faster reader, "
+                 "a lower rate (-F), a bigger --pipe-backlog, or record to a file";
     }
     log_ << "ringcap: pipe: sent " << human_bytes(head_.size()) << " of header records and " << human_bytes(sent)
          << " of data to stdout" << (stdout_pipe_ ? " (a pipe)" : "") << "; peak backlog "

@@ -30,7 +30,8 @@ std::unique_ptr<RecordOutput> Session::make_pipe_output(size_t staging_buffer_by
     }
     for (unsigned bit : left_out)
         log_ << "ringcap: pipe: header feature " << bit << " is too big for a pipe record and is left out\n";
-    auto out = std::make_unique<PipeOutput>(pipe_fd_, std::move(entries), std::move(head), signals_.fd(), log_);
+    auto out = std::make_unique<PipeOutput>(pipe_fd_, std::move(entries), std::move(head), signals_.fd(), log_,
+                                            opts_.pipe_backlog);
     if (opts_.verbose)
         log_ << "ringcap: pipe mode: perf's pipe format on stdout, data staged in a memfd; the record stops when "
                 "more than "

@@ -165,3 +165,21 @@ TEST_CASE("pipe mode: refused with --json -, and on a terminal", "[pipe]") {
     INFO(t.output);
     CHECK(t.output.find("stdout is a terminal") != std::string::npos);
 }
+
+TEST_CASE("pipe mode with a slow reader: beyond --pipe-backlog the record stops, exit 1, every sample delivered", "[pipe]") {
+    const std::string perf = require_kernel_and_perf();
+    TempFile err("pipe-err");
+    // dwarf stacks make 8 KB samples: 4 MiB of backlog build up long before the reader starts; the
+    // reader's delay only makes it slow, nothing here waits on it.
+    auto r = bash("timeout 120 " + kRingcap + " record -a --call-graph dwarf -F 1000 --duration 60 --pipe-backlog 4M -o - 2>" +
+                  err.path + " | (sleep 3; " + perf + " script -i - -F event 2>/dev/null | grep -c cpu-clock)" +
+                  "; echo status ${PIPESTATUS[0]}");
+    const std::string log = read_file(err.path);
+    INFO(log << r.output);
+    CHECK(number_after(r.output, "status ([0-9]+)") == 1);
+    CHECK(log.find("stopped (the pipe reader could not keep up)") != std::string::npos);
+    CHECK(log.find("everything captured was delivered") != std::string::npos);
+    const long long samples = number_after(log, "ringcap: samples=([0-9]+)");
+    CHECK(samples > 0);
+    CHECK(number_after(r.output, "^([0-9]+)") == samples);
+}
