@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <csignal>
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
@@ -99,6 +100,7 @@ private:
     bool send_data(uint64_t end);
     bool wait_writable();
     void fail(int err);
+    void stop_streamer();  // abandons what is not sent yet
 
     int out_;
     OutputFile file_;
@@ -110,6 +112,7 @@ private:
     uint64_t peak_backlog_ = 0;
     std::string error_;
     bool stdout_pipe_ = false;
+    struct sigaction old_wake_{};  // the wake-up signal's disposition before us, restored at the end
 
     std::mutex mu_;
     std::condition_variable cv_;

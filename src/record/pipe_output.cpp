@@ -92,10 +92,15 @@ PipeOutput::PipeOutput(int out, std::vector<AttrEntry> attrs, std::vector<std::b
     // No SA_RESTART: the signal makes a blocking sendfile return (EINTR or a short count).
     struct sigaction sa{};
     sa.sa_handler = on_wake;
-    ::sigaction(kWakeSignal, &sa, nullptr);
+    ::sigaction(kWakeSignal, &sa, &old_wake_);
 }
 
 PipeOutput::~PipeOutput() {
+    stop_streamer();
+    ::sigaction(kWakeSignal, &old_wake_, nullptr);
+}
+
+void PipeOutput::stop_streamer() {
     if (!thread_.joinable()) return;
     {
         std::lock_guard lock(mu_);
