@@ -2,6 +2,7 @@
 #include "ringcap/collector_thread.hpp"
 #include "ringcap/staging.hpp"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -37,6 +38,11 @@ const char* const kRecordUsage =
     "  -B, --no-buildid         leave out the BUILD_ID feature (the build-ids of the kernel and of the\n"
     "                           ELF files mapped executable during the record)\n"
     "  -N, --no-buildid-cache   do not add those files to perf's build-id cache ($HOME/.debug)\n"
+    "      --switch-output[=signal|SIZE|TIME]  rotate: finish the file and start a new one on SIGUSR2\n"
+    "                           (the default), when it holds SIZE (e.g. 500M) or every TIME (30s, 5m,\n"
+    "                           1h, 1d); files are named FILE.YYYYmmddHHMMSScc, each a whole perf.data\n"
+    "      --switch-max-files N keep only the newest N rotated files\n"
+    "      --max-size SIZE      stop before the file exceeds SIZE (e.g. 2G); exit status 0\n"
     "      --json PATH|-        also write the summary as JSON (schema in README), on every exit\n"
     "  -q, --quiet              print only errors (no status line, no summary)\n"
     "  -v, --verbose            print the setup (backend, O_DIRECT, sizes)\n"
@@ -76,6 +82,28 @@ size_t parse_pages(const std::string& v) {
 }
 
 }  // namespace
+
+uint64_t parse_size(const std::string& flag, const std::string& v) {
+    const char last = v.empty() ? 0 : char(std::toupper(static_cast<unsigned char>(v.back())));
+    uint64_t mult = 1;
+    std::string digits = v;
+    if (last == 'B' || last == 'K' || last == 'M' || last == 'G' || last == 'T') {
+        mult = last == 'B' ? 1 : last == 'K' ? 1ull << 10 : last == 'M' ? 1ull << 20 : last == 'G' ? 1ull << 30 : 1ull << 40;
+        digits = v.substr(0, v.size() - 1);
+    }
+    const uint64_t n = parse_u64(flag, digits);
+    if (n == 0 || n > (1ull << 50) / mult) bad(flag + " " + v + ": give a size such as 100M or 2G");
+    return n * mult;
+}
+
+double parse_time(const std::string& flag, const std::string& v) {
+    const char last = v.empty() ? 0 : v.back();
+    const double mult = last == 's' ? 1 : last == 'm' ? 60 : last == 'h' ? 3600 : last == 'd' ? 86400 : 0;
+    if (mult == 0) bad(flag + " " + v + ": give a time such as 30s, 5m, 1h or 1d");
+    const uint64_t n = parse_u64(flag, v.substr(0, v.size() - 1));
+    if (n == 0 || n > 365 * 86400) bad(flag + " " + v + ": give a time such as 30s, 5m, 1h or 1d");
+    return double(n) * mult;
+}
 
 RecordOptions parse_record_args(const std::vector<std::string>& args) {
     RecordOptions o;
@@ -188,6 +216,28 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
         } else if (a == "-q" || a == "--quiet") {
             no_value();
             o.quiet = true;
+        } else if (a == "--switch-output") {
+            // perf's flag: the value only after '=' (a separate word is the command).
+            auto& so = o.switch_output;
+            const std::string v = has_inline ? inline_val : "signal";
+            const char last = v.empty() ? 0 : v.back();
+            if (v == "signal") {
+                so.mode = SwitchOutput::Mode::Signal;
+            } else if (last == 's' || last == 'm' || last == 'h' || last == 'd') {
+                so.mode = SwitchOutput::Mode::Time;
+                so.seconds = parse_time(a, v);
+            } else if (!v.empty() && std::isdigit(static_cast<unsigned char>(v.front()))) {
+                so.mode = SwitchOutput::Mode::Size;
+                so.bytes = parse_size(a, v);
+            } else {
+                bad("--switch-output takes signal, a size (500M) or a time (30s, 5m, 1h), got '" + v + "'");
+            }
+        } else if (a == "--switch-max-files") {
+            const uint64_t n = parse_u64(a, value());
+            if (n == 0 || n > 1000000) bad("--switch-max-files must be between 1 and 1000000");
+            o.switch_output.max_files = size_t(n);
+        } else if (a == "--max-size") {
+            o.max_size = parse_size(a, value());
         } else if (a == "--json") {
             o.json = value();
             if (o.json.empty()) bad("--json needs a path, or - for stdout");
@@ -267,6 +317,10 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
     if (tasks && !o.command.empty()) bad("-p/-t and a command exclude each other");
     if (!o.all_cpus && !o.cpus && o.command.empty() && !tasks)
         bad("nothing to record: give -a (all CPUs), -C LIST, -p PID, -t TID, or -- COMMAND");
+    if (o.switch_output.max_files && o.switch_output.mode == SwitchOutput::Mode::None)
+        bad("--switch-max-files needs --switch-output");
+    if (o.switch_output.mode == SwitchOutput::Mode::Size && o.max_size && o.max_size <= o.switch_output.bytes)
+        bad("--max-size must be larger than --switch-output's size, or the record stops before any switch");
     o.events = events ? parse_event_list(*events) : std::vector<EventSpec>{default_event()};
     return o;
 }
