@@ -146,8 +146,9 @@ void Session::start_collectors(const RecordPlan& plan, const std::vector<perf_ev
 }
 
 int Session::run(RingSource& source, RecordSummary& sum) {
-    // SIGUSR2 switches files: blocked before any thread starts (they inherit the mask).
-    if (opts_.switch_output.mode == SwitchOutput::Mode::Signal) signals_.watch(SIGUSR2);
+    // SIGUSR2 switches files with --switch-output (signal), and is ignored otherwise, as perf does.
+    // Blocked before any thread starts: they inherit the mask.
+    signals_.watch(SIGUSR2);
     // 1. Plan: every derived setting, once.
     source_ = &source;
     const RecordPlan plan = RecordPlan::make(opts_, source, HostLimits::current());

@@ -45,7 +45,8 @@ void Session::wait_for_stop() {
                 stop_reason_ = sig;
                 return;
             }
-            switch_wanted_ = true;  // --switch-output (signal): the next round is a switch
+            // --switch-output (signal): the next round is a switch. Otherwise ignored, as perf does.
+            switch_wanted_ = opts_.switch_output.mode == SwitchOutput::Mode::Signal;
         }
         if (watch_command && fds[2].revents) {
             // Per task, the record ends when every ring hung up (the command and all its children
