@@ -31,6 +31,9 @@ struct RecordOptions {
     std::vector<int> tids;                  // -t TID,...: existing threads
     std::vector<std::string> command;       // -- COMMAND ARGS... (per-task unless -a/-C)
     double duration_s = 0;                  // --duration SECONDS (0 = until stopped)
+    // -G NAME[,NAME...] (needs -a/-C): parsed into one entry per event, in -e order, the cgroup whose
+    // tasks the event follows ("" = every task); a single name is every event's. Empty without -G.
+    std::vector<std::string> cgroups;
 
     // Events and sampling
     std::vector<EventSpec> events;          // -e (default cpu-clock)

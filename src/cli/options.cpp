@@ -2,6 +2,7 @@
 #include "ringcap/collector_thread.hpp"
 #include "ringcap/staging.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -15,6 +16,9 @@ const char* const kRecordUsage =
     "  -C, --cpu LIST           record on these CPUs (e.g. 0,2-3)\n"
     "  -p, --pid PID,...        record these processes (all their threads, and children they start)\n"
     "  -t, --tid TID,...        record these threads\n"
+    "  -G, --cgroup NAME[,...]  with -a/-C: only the tasks of cgroup NAME (relative to the cgroup v2\n"
+    "                           mount, as /proc/PID/cgroup shows it); a list applies to the events\n"
+    "                           in -e order, an empty entry leaves that event unfiltered\n"
     "  -e, --event LIST         events, comma separated (default cpu-clock:ppp)\n"
     "  -F, --freq HZ            sample at HZ per event and CPU (default 4000)\n"
     "  -c, --count PERIOD       sample every PERIOD events instead of -F\n"
@@ -156,6 +160,16 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
                 uint64_t id = parse_u64(a, item);
                 if (id == 0 || id > 0x3fffffff) bad(a + " " + item + " is not a process or thread id");
                 list.push_back(int(id));
+                if (comma == std::string::npos) break;
+                pos = comma + 1;
+            }
+        } else if (a == "-G" || a == "--cgroup") {
+            // perf's -G: a list is matched to the events in order; repeated -G continue that list.
+            std::string v = value();
+            size_t pos = 0;
+            while (true) {
+                size_t comma = v.find(',', pos);
+                o.cgroups.push_back(v.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
                 if (comma == std::string::npos) break;
                 pos = comma + 1;
             }
@@ -322,6 +336,19 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
     if (o.switch_output.mode == SwitchOutput::Mode::Size && o.max_size && o.max_size <= o.switch_output.bytes)
         bad("--max-size must be larger than --switch-output's size, or the record stops before any switch");
     o.events = events ? parse_event_list(*events) : std::vector<EventSpec>{default_event()};
+    if (!o.cgroups.empty()) {
+        // Cgroup events count a group's tasks on whole CPUs: the kernel needs a CPU, not a task.
+        if (tasks || (!o.all_cpus && !o.cpus))
+            bad("-G: cgroup monitoring only available in system-wide mode: give -a or -C LIST (a cgroup's "
+                "tasks are followed on whole CPUs; -p/-t and a command alone record tasks instead)");
+        if (std::all_of(o.cgroups.begin(), o.cgroups.end(), [](const std::string& c) { return c.empty(); }))
+            bad("-G needs a cgroup name (relative to the cgroup v2 mount, e.g. -G system.slice/cron.service)");
+        if (o.cgroups.size() > 1 && o.cgroups.size() > o.events.size())
+            bad("-G lists " + std::to_string(o.cgroups.size()) + " cgroups for " + std::to_string(o.events.size()) +
+                " event(s): give one name for every event, or one per event in -e order");
+        if (o.cgroups.size() == 1) o.cgroups.assign(o.events.size(), o.cgroups.front());  // as perf: one name, every event
+        o.cgroups.resize(o.events.size());  // events past the list: every task, as in perf
+    }
     return o;
 }
 

@@ -139,3 +139,37 @@ TEST_CASE("rotation and size options as perf record takes them", "[cli]") {
     CHECK(parse_record_args(split("-a")).max_size == 0);
     CHECK(parse_record_args(split("-a")).switch_output.mode == SwitchOutput::Mode::None);
 }
+
+TEST_CASE("-G follows perf: one cgroup for every event, or a list matched to the events in order", "[cli][cgroup]") {
+    using V = std::vector<std::string>;
+    CHECK(parse_record_args(split("-a")).cgroups.empty());
+    CHECK(parse_record_args(split("-a -G job")).cgroups == V{"job"});  // the default event
+    CHECK(parse_record_args(split("-C 0 --cgroup=slurm/job_7")).cgroups == V{"slurm/job_7"});
+    CHECK(parse_record_args(split("-a -e cpu-clock,task-clock -G job")).cgroups == V{"job", "job"});
+    CHECK(parse_record_args(split("-a -e cpu-clock,task-clock -G job,")).cgroups == V{"job", ""});
+    CHECK(parse_record_args(split("-a -e cpu-clock,task-clock,faults -G ,b")).cgroups == V{"", "b", ""});
+    CHECK(parse_record_args(split("-a -G a -e cpu-clock,task-clock -G b")).cgroups == V{"a", "b"});
+    CHECK(parse_record_args(split("-a -G /abs/path -- true")).cgroups == V{"/abs/path"});  // system-wide with a command
+}
+
+TEST_CASE("-G without a system-wide target, or with a bad list, is refused with exit status 2", "[cli][cgroup]") {
+    const std::pair<const char*, const char*> bad[] = {
+        {"-G job -- true", "system-wide"},                  // a command alone is per task
+        {"-p 1 -G job", "system-wide"},                     // tasks
+        {"-t 1 -G job", "system-wide"},                     //
+        {"-a -p 1 -G job", "exclude"},                      // caught earlier: -p excludes -a
+        {"-a -G ,", "needs a cgroup name"},                 // nothing but empty entries
+        {"-a -G", "needs a value"},                         //
+        {"-a -e cpu-clock -G a,b", "2 cgroups for 1 event"},  // more names than events
+    };
+    for (const auto& [line, why] : bad) {
+        INFO("args: '" << line << "'");
+        try {
+            parse_record_args(split(line));
+            FAIL("accepted");
+        } catch (const Error& e) {
+            CHECK(e.exit_code() == 2);
+            CHECK_THAT(e.what(), Catch::Matchers::Contains(why));
+        }
+    }
+}
