@@ -140,7 +140,7 @@ TEST_CASE("rotation and size options as perf record takes them", "[cli]") {
     CHECK(parse_record_args(split("-a")).switch_output.mode == SwitchOutput::Mode::None);
 }
 
-TEST_CASE("-G follows perf: one cgroup for every event, or a list matched to the events in order", "[cli][cgroup]") {
+TEST_CASE("record -G follows perf: one cgroup for every event, or a list matched to the events in order", "[cli][cgroup]") {
     using V = std::vector<std::string>;
     CHECK(parse_record_args(split("-a")).cgroups.empty());
     CHECK(parse_record_args(split("-a -G job")).cgroups == V{"job"});  // the default event
@@ -152,7 +152,7 @@ TEST_CASE("-G follows perf: one cgroup for every event, or a list matched to the
     CHECK(parse_record_args(split("-a -G /abs/path -- true")).cgroups == V{"/abs/path"});  // system-wide with a command
 }
 
-TEST_CASE("-G without a system-wide target, or with a bad list, is refused with exit status 2", "[cli][cgroup]") {
+TEST_CASE("record -G without a system-wide target, or with a bad list, is refused with exit status 2", "[cli][cgroup]") {
     const std::pair<const char*, const char*> bad[] = {
         {"-G job -- true", "system-wide"},                  // a command alone is per task
         {"-p 1 -G job", "system-wide"},                     // tasks
