@@ -69,8 +69,8 @@ std::string open_failure(const EventSpec& spec, int cpu, int tid, int err, const
 }
 
 // A cgroup event refused for other reasons than privilege: if the same event opens without the
-// cgroup, the cgroup is the reason, and the message says so (else the caller reports the event).
-void cgroup_failure(const EventSpec& spec, int cpu, const Cgroup& cg, int err, const perf_event_attr& attr) {
+// cgroup, the cgroup is the reason and this throws saying so; else the caller reports the event.
+void throw_if_cgroup_refused(const EventSpec& spec, int cpu, const Cgroup& cg, int err, const perf_event_attr& attr) {
     perf_event_attr probe = attr;
     const int fd = perf_event_open(&probe, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
     if (fd < 0) return;
@@ -95,7 +95,8 @@ void cgroup_failure(const EventSpec& spec, int cpu, const Cgroup& cg, int err, c
 }
 
 // Opens every event on every CPU (disabled), for each task in `tids` or system-wide if `tids` is
-// empty (an event with a cgroup in `cgroups`: that cgroup's tasks), maps one ring per CPU on its first event and redirects the others into it.
+// empty (an event with a cgroup in `cgroups`: that cgroup's tasks), maps one ring per CPU on its
+// first event and redirects the others into it.
 std::vector<SourceRing> open_rings(const std::vector<EventSpec>& specs, const std::vector<perf_event_attr>& attrs,
                                    const std::vector<int>& cpus, const std::vector<int>& tids,
                                    const std::vector<std::shared_ptr<const Cgroup>>& cgroups, size_t data_pages) {
@@ -116,7 +117,7 @@ std::vector<SourceRing> open_rings(const std::vector<EventSpec>& specs, const st
                 if (fd < 0) {
                     const int err = errno;
                     if (err == EACCES || err == EPERM) throw PermissionError(open_failure(specs[e], cpu, tid, err, attr));
-                    if (cg) cgroup_failure(specs[e], cpu, *cg, err, attr);
+                    if (cg) throw_if_cgroup_refused(specs[e], cpu, *cg, err, attr);
                     throw Error(open_failure(specs[e], cpu, tid, err, attr));
                 }
                 OpenEvent ev;
