@@ -95,6 +95,8 @@ uint64_t parse_size(const std::string& flag, const std::string& v) {
         mult = last == 'B' ? 1 : last == 'K' ? 1ull << 10 : last == 'M' ? 1ull << 20 : last == 'G' ? 1ull << 30 : 1ull << 40;
         digits = v.substr(0, v.size() - 1);
     }
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 15)
+        bad(flag + " " + v + ": give a size such as 100M or 2G (B, K, M, G, T)");
     const uint64_t n = parse_u64(flag, digits);
     if (n == 0 || n > (1ull << 50) / mult) bad(flag + " " + v + ": give a size such as 100M or 2G");
     return n * mult;
@@ -103,8 +105,10 @@ uint64_t parse_size(const std::string& flag, const std::string& v) {
 double parse_time(const std::string& flag, const std::string& v) {
     const char last = v.empty() ? 0 : v.back();
     const double mult = last == 's' ? 1 : last == 'm' ? 60 : last == 'h' ? 3600 : last == 'd' ? 86400 : 0;
-    if (mult == 0) bad(flag + " " + v + ": give a time such as 30s, 5m, 1h or 1d");
-    const uint64_t n = parse_u64(flag, v.substr(0, v.size() - 1));
+    const std::string digits = v.substr(0, v.empty() ? 0 : v.size() - 1);
+    if (mult == 0 || digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9)
+        bad(flag + " " + v + ": give a time in whole seconds, minutes, hours or days (30s, 5m, 1h, 1d)");
+    const uint64_t n = parse_u64(flag, digits);
     if (n == 0 || n > 365 * 86400) bad(flag + " " + v + ": give a time such as 30s, 5m, 1h or 1d");
     return double(n) * mult;
 }

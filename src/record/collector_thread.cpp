@@ -214,18 +214,26 @@ void CollectorThread::after_pass(bool complete) {
         ack_for_ = pass_request_;
     }
     if (ack_for_ && !collector_->flush_pending()) {
-        std::unique_lock lock(mu_);
-        if (ack_for_ == switch_round_) {
-            // Rotation: what this pass and the ones before drained is queued for the current file;
-            // the rest goes to the next one. Counted here, at the boundary.
-            previous_settled_.store(false, std::memory_order_relaxed);
-            switch_point_.round = ack_for_;
-            switch_point_.counters = collector_->snapshot();  // before the time range restarts
-            switch_point_.dsos = collector_->dsos();
-            collector_->switch_output(*switch_file_, *switch_space_);
-            switch_round_ = 0;
+        OutputFile* file = nullptr;
+        FileSpace* space = nullptr;
+        {
+            std::lock_guard lock(mu_);
+            if (ack_for_ == switch_round_) {
+                file = switch_file_;
+                space = switch_space_;
+                switch_round_ = 0;
+            }
         }
-        lock.unlock();
+        if (file) {
+            // Rotation: what this pass and the ones before drained is queued for the current file;
+            // the rest goes to the next one. Counted here, at the boundary (before the time range
+            // restarts). Not under mu_: the switch may run the loop, whose tick takes it.
+            SwitchPoint sp{ack_for_, collector_->snapshot(), collector_->dsos()};
+            previous_settled_.store(false, std::memory_order_relaxed);
+            collector_->switch_output(*file, *space);
+            std::lock_guard lock(mu_);
+            switch_point_ = std::move(sp);
+        }
         round_done_.store(ack_for_, std::memory_order_release);
         ack_for_ = 0;
         // The session writes the marker as soon as the last collector acknowledged (one write per

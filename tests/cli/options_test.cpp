@@ -95,6 +95,7 @@ TEST_CASE("bad record command lines are refused with exit status 2", "[cli]") {
         "-a --switch-output=often",  // neither signal, a size nor a time
         "-a --switch-output=10x",    //
         "-a --switch-output=0s",     //
+        "-a --switch-output=500ms",  // perf's units: s, m, h, d
         "-a --switch-max-files 3",   // without --switch-output
         "-a --switch-output --switch-max-files 0",
         "-a --max-size 0",           //
