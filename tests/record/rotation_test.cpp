@@ -15,17 +15,6 @@ using namespace ringcap_test;
 
 namespace {
 
-// A fresh directory, removed with what is in it.
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/ringcap-rot-XXXXXX";
-        REQUIRE(mkdtemp(tmpl));
-        path = tmpl;
-    }
-    ~TempDir() { run_command("rm -rf " + path); }
-};
-
 // The rotated files of `out` (<out>.<16 digits>), in name (= time) order.
 std::vector<std::string> rotated(const std::string& dir, const std::string& base) {
     std::vector<std::string> files;
@@ -59,7 +48,7 @@ std::string unnamed_samples(const std::string& perf, const std::string& path) {
 TEST_CASE("switch-output by time under busy CPUs: each file stands alone, the files add up to the summary",
           "[rotation]") {
     const std::string perf = require_kernel_and_perf();
-    TempDir dir;
+    TempDir dir("rot");
     const std::string out = dir.path + "/perf.data", json = dir.path + "/summary.json";
     std::vector<std::string> args = {"record", "-a",           "-F", "4000", "-g", "--switch-output=1s", "--duration",
                                      "3.5",    "-o",           out,  "--json", json};
@@ -101,7 +90,7 @@ TEST_CASE("switch-output by time under busy CPUs: each file stands alone, the fi
 TEST_CASE("switch-output on SIGUSR2 with switch-max-files and -z: the newest files are kept, perf reads them",
           "[rotation]") {
     const std::string perf = require_kernel_and_perf();
-    TempDir dir;
+    TempDir dir("rot");
     const std::string out = dir.path + "/perf.data";
     const Running r = spawn({"record", "-a", "-F", "2000", "-z", "--switch-output", "--switch-max-files=2", "-o", out},
                             dir.path + "/log");
@@ -137,7 +126,7 @@ TEST_CASE("switch-output on SIGUSR2 with switch-max-files and -z: the newest fil
 
 TEST_CASE("max-size stops before the file would pass SIZE, exit status 0, and says why", "[rotation]") {
     const std::string perf = require_kernel_and_perf();
-    TempDir dir;
+    TempDir dir("rot");
     const std::string out = dir.path + "/perf.data", json = dir.path + "/summary.json";
     const uint64_t limit = 24ull << 20;
     std::vector<std::string> args = {"record", "-a", "-F", "4000", "--call-graph", "dwarf", "--max-size", "24M",
@@ -162,7 +151,7 @@ TEST_CASE("max-size stops before the file would pass SIZE, exit status 0, and sa
 
 TEST_CASE("max-size too small for the header and features is refused before anything is written", "[rotation]") {
     require_kernel();
-    TempDir dir;
+    TempDir dir("rot");
     const std::string out = dir.path + "/perf.data";
     auto r = run_command(kRingcap + " record -a --duration 1 --max-size 8K -o " + out + " 2>&1");
     INFO(r.output);
