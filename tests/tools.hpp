@@ -9,6 +9,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -32,6 +33,23 @@ struct TempFile {
     TempFile& operator=(const TempFile&) = delete;
 };
 
+struct CommandResult;
+CommandResult run_command(const std::string& cmd);
+
+// A fresh directory (mode `mode`: 0777 for a record run as another user), removed with what is in it.
+struct TempDir {
+    std::string path;
+    explicit TempDir(const std::string& tag, mode_t mode = 0700) {
+        const char* dir = std::getenv("TMPDIR");
+        std::string tmpl = std::string(dir && *dir ? dir : "/tmp") + "/ringcap-" + tag + "-XXXXXX";
+        if (::mkdtemp(tmpl.data())) ::chmod(tmpl.c_str(), mode);
+        path = tmpl;
+    }
+    ~TempDir();
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+};
+
 struct CommandResult {
     int status = -1;  // exit status, or -1 if it did not exit normally
     std::string output;
@@ -49,6 +67,8 @@ inline CommandResult run_command(const std::string& cmd) {
     r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     return r;
 }
+
+inline TempDir::~TempDir() { run_command("rm -rf '" + path + "'"); }
 
 inline std::string read_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);

@@ -115,6 +115,9 @@ public:
     void request_flush();
     bool flush_pending() const { return flush_pending_; }
     void flush();
+    // Rotation: after a completed flush (everything staged so far is queued for the current
+    // file), the stream goes on in `file` at offsets from `space`. The sample time range starts again.
+    void switch_output(OutputFile& file, FileSpace& space);
 
     // CPU hotplug: drains ring `i` to its last record and stops watching it, before the source
     // replaces it (RingSource::reopen); then adopt_ring() takes the new one. Counts carry over.

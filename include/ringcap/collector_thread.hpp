@@ -56,6 +56,22 @@ public:
     void request_round(uint64_t k);
     uint64_t round_done() const { return round_done_.load(std::memory_order_acquire); }
 
+    // Rotation: with round k's acknowledgement (request_round(k) follows), the collector moves on to
+    // `file` at offsets from `space` (Collector::switch_output), after queuing everything it drained
+    // before for the current file. The previous switch must be settled.
+    void request_switch(uint64_t k, OutputFile* file, FileSpace* space);
+    // Its counters and DSOs at the last switch (taken on its thread at that moment).
+    struct SwitchPoint {
+        uint64_t round = 0;
+        CollectorSnapshot counters;
+        std::set<std::string> dsos;
+    };
+    SwitchPoint switch_point() const;
+    // After a switch: every write to the previous file has completed (then the session finishes
+    // it), and where a failed one left it (UINT64_MAX: none failed).
+    bool previous_settled() const;
+    uint64_t previous_failed_offset() const;
+
     // Ran on the collector's thread at the end of a pass (it is woken for it); returns when done.
     void execute(std::function<void(Collector&)> command);
 
@@ -118,6 +134,14 @@ private:
     alignas(64) std::atomic<uint64_t> round_done_{0};
     uint64_t pass_request_ = 0;  // the request seen when the current pass began
     uint64_t ack_for_ = 0;       // a request whose flush is under way (-z), acknowledged when done
+    // Rotation: the round to switch at, and where to (under mu_); whether the previous file's writes
+    // have all completed (written once per switch, read by the session).
+    uint64_t switch_round_ = 0;
+    OutputFile* switch_file_ = nullptr;
+    FileSpace* switch_space_ = nullptr;
+    SwitchPoint switch_point_;
+    std::atomic<bool> previous_settled_{true};
+    uint64_t previous_failed_ = UINT64_MAX;
     StopCause cause_ = StopCause::Requested;
 };
 

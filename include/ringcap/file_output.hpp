@@ -23,9 +23,11 @@ class FileOutput final : public RecordOutput {
 public:
     // Creates the file next to `path` (nothing at `path` changes yet) with a provisional header
     // (data size 0), so the file is recognisable from its first write. Throws Error naming the cause.
-    FileOutput(const std::string& path, bool allow_direct, std::vector<AttrEntry> attrs);
+    // `own_path`: rotation's next file (OutputFile::create).
+    FileOutput(const std::string& path, bool allow_direct, std::vector<AttrEntry> attrs, bool own_path = false);
 
     OutputFile& file() { return file_; }
+    const OutputFile& file() const { return file_; }
     const std::vector<AttrEntry>& attrs() const { return attrs_; }
     uint64_t data_offset() const { return data_offset_; }
     // Setup succeeded and the first `data_size` bytes of data (the records of what already runs) are
@@ -64,6 +66,11 @@ public:
     std::string finish(uint64_t data_size, const HostInfo& host, const std::vector<EventSpec>& specs,
                        const std::vector<BuildIdEntry>* build_ids, const CompressionFeature* compression = nullptr,
                        const SampleTimeRange* sample_time = nullptr);
+
+    // The size of the feature block finish() would write now with these build-ids (--max-size
+    // keeps room for it), and of the ids that do not fit before the data.
+    uint64_t tail_bytes(const HostInfo& host, const std::vector<EventSpec>& specs,
+                        const std::vector<BuildIdEntry>& build_ids) const;
 
 private:
     void write_head(uint64_t data_size);  // header, attrs, ids: synchronously

@@ -26,6 +26,26 @@ public:
 
     // File offset for `len` bytes of data (one buffer).
     uint64_t reserve(uint64_t len) { return next_.fetch_add(len); }
+    // The same for a collector's buffer under --max-size: false (nothing reserved) when the data
+    // would pass the hard limit. Crossing the soft limit calls the callback once (the session then
+    // stops the record, so that what is still in the rings and staging fits below the hard one).
+    bool reserve_within(uint64_t len, uint64_t* offset) {
+        if (hard_limit_.load(std::memory_order_relaxed) == UINT64_MAX) {
+            *offset = next_.fetch_add(len);
+            return true;
+        }
+        return reserve_limited(len, offset);
+    }
+    // --max-size: data ends at most at `hard` (a file offset); `soft` <= `hard`. The callback is
+    // set before the writers start; the limits may be lowered later.
+    void on_soft_limit(std::function<void()> f) { on_soft_ = std::move(f); }
+    void set_limit(uint64_t soft, uint64_t hard) {
+        soft_limit_.store(soft);
+        hard_limit_.store(hard);
+    }
+    bool soft_limit_reached() const { return soft_fired_.load(); }
+    // Where the data section starts.
+    uint64_t start() const { return base_; }
     // Where the next reservation starts.
     uint64_t end() const { return next_.load(); }
 
@@ -54,6 +74,8 @@ public:
     bool preallocating() const { return enabled_.load(); }
 
 private:
+    bool reserve_limited(uint64_t len, uint64_t* offset);
+
     const uint64_t base_;  // where the first chunk starts
     std::atomic<uint64_t> next_;
     std::atomic<uint64_t> allocated_end_;
@@ -61,6 +83,9 @@ private:
     std::atomic<bool> busy_{false};
     std::atomic<bool> enabled_;
     std::function<void()> on_allocated_;
+    std::atomic<uint64_t> soft_limit_{UINT64_MAX}, hard_limit_{UINT64_MAX};
+    std::atomic<bool> soft_fired_{false};
+    std::function<void()> on_soft_;
 };
 
 }  // namespace ringcap

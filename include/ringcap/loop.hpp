@@ -59,6 +59,9 @@ public:
     // Prepares writes to `files` (write() names them by index) from `buffers` (write slot i lies in
     // buffers[i] when i < buffers.size()). io_uring registers both when it can.
     virtual void attach_output(std::span<const int> files, std::span<const iovec> buffers) = 0;
+    // Replaces files[first], files[first + 1], ... (rotation: the next output file); writes in
+    // flight to the old ones complete there.
+    virtual void update_output(unsigned first, std::span<const int> files) = 0;
     // Writes len bytes at p to files[file] at offset; completes through on_write(slot).
     virtual void write(uint32_t slot, unsigned file, const std::byte* p, uint32_t len, uint64_t offset) = 0;
     // Allocates [offset, offset + len) of files[file] (fallocate mode 0: the file grows); completes

@@ -14,6 +14,15 @@
 
 namespace ringcap {
 
+// --switch-output[=signal|SIZE|TIME]: when the record moves on to a new file.
+struct SwitchOutput {
+    enum class Mode { None, Signal, Size, Time };
+    Mode mode = Mode::None;
+    uint64_t bytes = 0;    // Size: switch once the file holds this much
+    double seconds = 0;    // Time: switch this often
+    size_t max_files = 0;  // --switch-max-files: keep the newest N finished files (0 = all)
+};
+
 struct RecordOptions {
     // Target
     bool all_cpus = false;                  // -a
@@ -22,6 +31,9 @@ struct RecordOptions {
     std::vector<int> tids;                  // -t TID,...: existing threads
     std::vector<std::string> command;       // -- COMMAND ARGS... (per-task unless -a/-C)
     double duration_s = 0;                  // --duration SECONDS (0 = until stopped)
+    // -G NAME[,NAME...] (needs -a/-C): parsed into one entry per event, in -e order, the cgroup whose
+    // tasks the event follows ("" = every task); a single name is every event's. Empty without -G.
+    std::vector<std::string> cgroups;
 
     // Events and sampling
     std::vector<EventSpec> events;          // -e (default cpu-clock)
@@ -31,6 +43,8 @@ struct RecordOptions {
 
     // Output
     std::string output = "perf.data";       // -o
+    SwitchOutput switch_output;             // --switch-output, --switch-max-files (rotation)
+    uint64_t max_size = 0;                  // --max-size SIZE: stop before the file exceeds it (0 = none)
     std::string json;                       // --json PATH|-: the summary as JSON ("" = none)
     uint64_t pipe_backlog = 0;              // --pipe-backlog SIZE: with -o -, stop beyond this backlog (0 = default)
     bool quiet = false;                     // -q: only errors on stderr
@@ -60,6 +74,10 @@ inline bool per_task(const RecordOptions& o) {
 
 // Parses the arguments after "record". Throws Error (exit status 2) on bad input.
 RecordOptions parse_record_args(const std::vector<std::string>& args);
+// perf's sizes and times: "100M" (B, K, M, G; a plain number is bytes), "30s" (s, m, h, d). Throw
+// Error (exit status 2) naming `flag`.
+uint64_t parse_size(const std::string& flag, const std::string& v);
+double parse_time(const std::string& flag, const std::string& v);
 
 extern const char* const kRecordUsage;
 

@@ -21,13 +21,17 @@ public:
     // Creates the file as `path.ringcap-tmp`. Until publish() an existing file at `path` is
     // untouched; an unpublished file is removed. Throws Error (exit status 2) naming the cause, and
     // when another ringcap is writing `path` (or its .old), or is about to.
-    static OutputFile create(const std::string& path, bool allow_direct = true);
+    // `own_path`: the file at `path` is this process's (rotation's next file, while the current one
+    // still holds its lock there).
+    static OutputFile create(const std::string& path, bool allow_direct = true, bool own_path = false);
     // A file in memory (memfd_create) for pipe mode: no name on disk, no lock, nothing to publish,
     // buffered writes only. `path` is what messages call it ("-"). Throws Error (exit status 2).
     static OutputFile in_memory(const std::string& path);
     // Makes the file durable, moves an existing `path` to `path.old` (as perf does) and the new file
     // into place. Throws Error (exit status 2) if another ringcap published `path` meanwhile.
     void publish();
+    // Rotation: gives the published file its final name (the lock moves with it). Throws Error.
+    void rename_to(const std::string& path);
 
     // Moving hands over the duty to remove an unpublished file.
     OutputFile(OutputFile&& o) noexcept

@@ -2,9 +2,11 @@
 // CPU, the CPU's other events redirected into it, and perf's tracking event for processes and maps.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <vector>
 
+#include "ringcap/cgroup.hpp"
 #include "ringcap/options.hpp"
 #include "ringcap/source.hpp"
 
@@ -20,9 +22,12 @@ struct PerfTarget {
     bool at_exec = false;
     std::vector<int> synth_pids;  // per task: the processes whose COMM/MMAP2 are synthesized
     bool data_maps = false;       // dwarf call graphs: also synthesize readable file mappings
+    // -G: per user event, in order, the cgroup whose tasks it follows on every CPU; null (or past the
+    // end) = every task. The tracking event stays system-wide, as perf's: COMM/MMAP of every task.
+    std::vector<std::shared_ptr<const Cgroup>> cgroups;
 
     // -a/-C (checked against the online CPUs) and -p/-t (checked to exist). A command recorded per
-    // task has no tid yet: the caller adds its pid once it is forked.
+    // task has no tid yet: the caller adds its pid once it is forked. -G groups are opened here.
     static PerfTarget from_options(const RecordOptions& o);
 };
 
@@ -32,9 +37,7 @@ public:
     PerfSource(const std::vector<EventSpec>& events, PerfTarget target);
 
     const std::vector<EventSpec>& specs() const override { return specs_; }
-    std::string describe() const override {
-        return target_.tids.empty() ? "system-wide" : std::to_string(target_.tids.size()) + " task(s)";
-    }
+    std::string describe() const override;
     perf_event_attr attr(const EventSpec& spec, const SamplingConfig& sampling) const override;
     size_t ring_count() const override { return target_.cpus.size(); }
     size_t fd_count() const override;

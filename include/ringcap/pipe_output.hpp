@@ -71,6 +71,7 @@ public:
     static uint64_t default_backlog_cap();
 
     OutputFile& file() override { return file_; }
+    const OutputFile& file() const override { return file_; }
     uint64_t data_offset() const override { return 0; }
     // Starts the streamer: the head, then the data up to `data_size`.
     void publish(uint64_t data_size) override;
@@ -92,7 +93,7 @@ public:
     uint64_t data_kept(uint64_t data_size) const override;
 
     PipeStats stats() const;
-    const std::vector<AttrEntry>& attrs() const { return attrs_; }
+    const std::vector<AttrEntry>& attrs() const override { return attrs_; }
 
 private:
     void stream();  // the streamer thread

@@ -25,6 +25,8 @@ public:
     SignalBlock& operator=(const SignalBlock&) = delete;
 
     int fd() const { return fd_.get(); }
+    // Also delivers `sig` through fd() (SIGUSR2 for --switch-output) instead of its default action.
+    void watch(int sig);
     // The name of a pending stop signal ("SIGINT"), consumed.
     std::string take();
     // In a forked child before exec: the signal mask and dispositions ringcap was started with.

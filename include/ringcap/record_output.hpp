@@ -19,6 +19,8 @@ public:
     virtual ~RecordOutput() = default;
 
     virtual OutputFile& file() = 0;
+    virtual const OutputFile& file() const = 0;
+    virtual const std::vector<AttrEntry>& attrs() const = 0;
     virtual uint64_t data_offset() const = 0;
     // Setup succeeded; the first `data_size` bytes of data are written.
     virtual void publish(uint64_t data_size) = 0;

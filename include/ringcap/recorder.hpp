@@ -47,6 +47,11 @@ struct RecordSnapshot {
     uint64_t writes_beyond_allocation = 0;  // writes past the preallocated part (appends: a worker ran them)
     uint64_t bytes_written = 0;       // data bytes whose write completed
     uint64_t synthesized_records = 0; // COMM/MMAP2/MMAP written from /proc at start
+    // --max-size: buffers read from the rings but not written (the file was full before the record
+    // stopped): bytes, samples in them, and COMPRESSED records in them (-z: samples not counted).
+    uint64_t refused_bytes = 0;
+    uint64_t refused_samples = 0;
+    uint64_t refused_compressed = 0;
     uint64_t ring_bytes = 0;          // ring memory mapped (control pages + data)
     uint64_t staging_bytes = 0;
     uint64_t staging_used = 0;        // staging buffers in use (a status line's "staging fill")
@@ -67,7 +72,8 @@ struct CollectorSummary {
 };
 
 struct RecordSummary : RecordSnapshot {
-    std::string path;
+    std::string path;                // the (last) file written
+    std::vector<std::string> files;  // every file kept (with --switch-output, the rotated ones)
     std::string backend;  // "io_uring" or "epoll"
     std::string stop_reason;
     uint64_t file_bytes = 0;  // data section bytes in the file

@@ -88,8 +88,8 @@ struct RingCounters {
     uint64_t last_time = 0;
 
     RingCounters& operator+=(const RingCounters& o) {
-        if (o.samples != 0) {
-            first_time = samples == 0 ? o.first_time : std::min(first_time, o.first_time);
+        if (o.first_time != 0) {
+            first_time = first_time == 0 ? o.first_time : std::min(first_time, o.first_time);
             last_time = std::max(last_time, o.last_time);
         }
         bytes += o.bytes;
@@ -130,6 +130,8 @@ public:
     DrainResult drain(StagingPool& staging);
 
     const RingCounters& counters() const { return counters_; }
+    // Rotation: the sample time range starts again (each file has its own HEADER_SAMPLE_TIME).
+    void restart_time_range() { counters_.first_time = counters_.last_time = 0; }
     uint64_t tail() const { return tail_; }
 
     // -z: per event index, the user-stack dump size of its samples (PERF_SAMPLE_STACK_USER as their

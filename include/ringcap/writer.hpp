@@ -27,6 +27,11 @@ struct WriterStats {
     uint64_t direct_writes = 0;
     uint64_t preallocations = 0;  // fallocate calls issued ahead of the writes
     uint64_t beyond_allocation = 0;  // writes that went past the allocated part (appends: punted)
+    // --max-size: buffers refused because the file would pass the limit (not written; counted).
+    uint64_t refused_buffers = 0;
+    uint64_t refused_bytes = 0;
+    uint64_t refused_samples = 0;     // PERF_RECORD_SAMPLEs in them (uncompressed buffers)
+    uint64_t refused_compressed = 0;  // COMPRESSED records in them (-z: their samples are not counted)
 };
 
 // Test seam: given a write's (offset, length) and the kernel's result, returns the result the writer
@@ -42,6 +47,16 @@ public:
     Writer(Loop& loop, OutputFile& file, StagingPool& pool, FileSpace& space);
 
     void set_fault(WriteFault f) { fault_ = std::move(f); }
+
+    // Rotation (--switch-output): buffers queued from now on go to `file`, at offsets from `space`;
+    // writes in flight to the previous file complete there. Call after queue_partial() (what was
+    // staged so far belongs to the previous file). The previous file must be complete (previous_in_flight()
+    // 0) before the next switch.
+    void switch_to(OutputFile& file, FileSpace& space);
+    // Writes still in flight to the previous file, and the offset in it of the first byte a failed
+    // write did not get to disk (UINT64_MAX: none failed).
+    size_t previous_in_flight() const { return in_flight_gen_[gen_ ^ 1]; }
+    uint64_t previous_failed_offset() const { return failed_offset_prev_; }
 
     // Issues a write for every ready buffer (on io_uring they go out together with the next enter).
     void queue_ready();
@@ -90,15 +105,23 @@ private:
         uint32_t len = 0;     // bytes in this buffer
         uint32_t eagain = 0;
         bool busy = false;
+        uint8_t gen = 0;      // which file (rotation alternates between two)
     };
     void queue(const StagingBuffer& b);
     void issue(uint32_t index);
     void preallocate(uint64_t end);
+    void refuse(const StagingBuffer& b);
+    FileSpace& space() const { return *space_[gen_]; }
 
     Loop& loop_;
-    OutputFile& file_;
+    // The current file and its space, and the previous ones (index gen_ ^ 1) while their writes end.
+    OutputFile* file_[2];
     StagingPool& pool_;
-    FileSpace& space_;
+    FileSpace* space_[2];
+    uint8_t gen_ = 0;
+    uint8_t prealloc_gen_ = 0;  // the file the allocation in flight is for
+    size_t in_flight_gen_[2] = {0, 0};
+    uint64_t failed_offset_prev_ = UINT64_MAX;
     std::vector<Slot> slots_;
     uint64_t data_offset_;
     uint64_t bytes_queued_ = 0;

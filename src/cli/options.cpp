@@ -2,6 +2,8 @@
 #include "ringcap/collector_thread.hpp"
 #include "ringcap/staging.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -14,6 +16,9 @@ const char* const kRecordUsage =
     "  -C, --cpu LIST           record on these CPUs (e.g. 0,2-3)\n"
     "  -p, --pid PID,...        record these processes (all their threads, and children they start)\n"
     "  -t, --tid TID,...        record these threads\n"
+    "  -G, --cgroup NAME[,...]  with -a/-C: only the tasks of cgroup NAME (relative to the cgroup v2\n"
+    "                           mount, as /proc/PID/cgroup shows it); a list applies to the events\n"
+    "                           in -e order, an empty entry leaves that event unfiltered\n"
     "  -e, --event LIST         events, comma separated (default cpu-clock:ppp)\n"
     "  -F, --freq HZ            sample at HZ per event and CPU (default 4000)\n"
     "  -c, --count PERIOD       sample every PERIOD events instead of -F\n"
@@ -40,6 +45,11 @@ const char* const kRecordUsage =
     "  -B, --no-buildid         leave out the BUILD_ID feature (the build-ids of the kernel and of the\n"
     "                           ELF files mapped executable during the record)\n"
     "  -N, --no-buildid-cache   do not add those files to perf's build-id cache ($HOME/.debug)\n"
+    "      --switch-output[=signal|SIZE|TIME]  rotate: finish the file and start a new one on SIGUSR2\n"
+    "                           (the default), when it holds SIZE (e.g. 500M) or every TIME (30s, 5m,\n"
+    "                           1h, 1d); files are named FILE.YYYYmmddHHMMSScc, each a whole perf.data\n"
+    "      --switch-max-files N keep only the newest N rotated files\n"
+    "      --max-size SIZE      stop before the file exceeds SIZE (e.g. 2G); exit status 0\n"
     "      --json PATH|-        also write the summary as JSON (schema in README), on every exit\n"
     "  -q, --quiet              print only errors (no status line, no summary)\n"
     "  -v, --verbose            print the setup (backend, O_DIRECT, sizes)\n"
@@ -78,16 +88,33 @@ size_t parse_pages(const std::string& v) {
     return size_t(pages);
 }
 
-// A byte count with an optional K/M/G suffix (powers of 1024).
+}  // namespace
+
 uint64_t parse_size(const std::string& flag, const std::string& v) {
-    const char suffix = v.empty() ? 0 : char(std::toupper(static_cast<unsigned char>(v.back())));
-    const uint64_t mult = suffix == 'K' ? 1ull << 10 : suffix == 'M' ? 1ull << 20 : suffix == 'G' ? 1ull << 30 : 1;
-    const uint64_t n = parse_u64(flag, mult == 1 ? v : v.substr(0, v.size() - 1));
-    if (n > (1ull << 50) / mult) bad(flag + " " + v + " is too large");
+    const char last = v.empty() ? 0 : char(std::toupper(static_cast<unsigned char>(v.back())));
+    uint64_t mult = 1;
+    std::string digits = v;
+    if (last == 'B' || last == 'K' || last == 'M' || last == 'G' || last == 'T') {
+        mult = last == 'B' ? 1 : last == 'K' ? 1ull << 10 : last == 'M' ? 1ull << 20 : last == 'G' ? 1ull << 30 : 1ull << 40;
+        digits = v.substr(0, v.size() - 1);
+    }
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 15)
+        bad(flag + " " + v + ": give a size such as 100M or 2G (B, K, M, G, T)");
+    const uint64_t n = parse_u64(flag, digits);
+    if (n == 0 || n > (1ull << 50) / mult) bad(flag + " " + v + ": give a size such as 100M or 2G");
     return n * mult;
 }
 
-}  // namespace
+double parse_time(const std::string& flag, const std::string& v) {
+    const char last = v.empty() ? 0 : v.back();
+    const double mult = last == 's' ? 1 : last == 'm' ? 60 : last == 'h' ? 3600 : last == 'd' ? 86400 : 0;
+    const std::string digits = v.substr(0, v.empty() ? 0 : v.size() - 1);
+    if (mult == 0 || digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9)
+        bad(flag + " " + v + ": give a time in whole seconds, minutes, hours or days (30s, 5m, 1h, 1d)");
+    const uint64_t n = parse_u64(flag, digits);
+    if (n == 0 || n > 365 * 86400) bad(flag + " " + v + ": give a time such as 30s, 5m, 1h or 1d");
+    return double(n) * mult;
+}
 
 RecordOptions parse_record_args(const std::vector<std::string>& args) {
     RecordOptions o;
@@ -140,6 +167,16 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
                 uint64_t id = parse_u64(a, item);
                 if (id == 0 || id > 0x3fffffff) bad(a + " " + item + " is not a process or thread id");
                 list.push_back(int(id));
+                if (comma == std::string::npos) break;
+                pos = comma + 1;
+            }
+        } else if (a == "-G" || a == "--cgroup") {
+            // perf's -G: a list is matched to the events in order; repeated -G continue that list.
+            std::string v = value();
+            size_t pos = 0;
+            while (true) {
+                size_t comma = v.find(',', pos);
+                o.cgroups.push_back(v.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
                 if (comma == std::string::npos) break;
                 pos = comma + 1;
             }
@@ -200,6 +237,28 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
         } else if (a == "-q" || a == "--quiet") {
             no_value();
             o.quiet = true;
+        } else if (a == "--switch-output") {
+            // perf's flag: the value only after '=' (a separate word is the command).
+            auto& so = o.switch_output;
+            const std::string v = has_inline ? inline_val : "signal";
+            const char last = v.empty() ? 0 : v.back();
+            if (v == "signal") {
+                so.mode = SwitchOutput::Mode::Signal;
+            } else if (last == 's' || last == 'm' || last == 'h' || last == 'd') {
+                so.mode = SwitchOutput::Mode::Time;
+                so.seconds = parse_time(a, v);
+            } else if (!v.empty() && std::isdigit(static_cast<unsigned char>(v.front()))) {
+                so.mode = SwitchOutput::Mode::Size;
+                so.bytes = parse_size(a, v);
+            } else {
+                bad("--switch-output takes signal, a size (500M) or a time (30s, 5m, 1h), got '" + v + "'");
+            }
+        } else if (a == "--switch-max-files") {
+            const uint64_t n = parse_u64(a, value());
+            if (n == 0 || n > 1000000) bad("--switch-max-files must be between 1 and 1000000");
+            o.switch_output.max_files = size_t(n);
+        } else if (a == "--max-size") {
+            o.max_size = parse_size(a, value());
         } else if (a == "--json") {
             o.json = value();
             if (o.json.empty()) bad("--json needs a path, or - for stdout");
@@ -274,6 +333,10 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
         }
     }
     if (o.pipe_backlog && o.output != "-") bad("--pipe-backlog is for -o - (perf's pipe format on stdout)");
+    if (o.output == "-" && o.switch_output.mode != SwitchOutput::Mode::None)
+        bad("--switch-output rotates files: it cannot split -o - (one stream on stdout); give a file name with -o");
+    if (o.output == "-" && o.max_size)
+        bad("--max-size bounds a file: with -o - the reader decides (see --pipe-backlog for what may wait in memory)");
     if (o.output == "-" && o.json == "-")
         bad("-o - writes the perf data to stdout: --json - would mix the summary into it; give --json a file");
     if (have_F && have_c) bad("-F and -c exclude each other: give a frequency or a period");
@@ -285,7 +348,24 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
     if (tasks && !o.command.empty()) bad("-p/-t and a command exclude each other");
     if (!o.all_cpus && !o.cpus && o.command.empty() && !tasks)
         bad("nothing to record: give -a (all CPUs), -C LIST, -p PID, -t TID, or -- COMMAND");
+    if (o.switch_output.max_files && o.switch_output.mode == SwitchOutput::Mode::None)
+        bad("--switch-max-files needs --switch-output");
+    if (o.switch_output.mode == SwitchOutput::Mode::Size && o.max_size && o.max_size <= o.switch_output.bytes)
+        bad("--max-size must be larger than --switch-output's size, or the record stops before any switch");
     o.events = events ? parse_event_list(*events) : std::vector<EventSpec>{default_event()};
+    if (!o.cgroups.empty()) {
+        // Cgroup events count a group's tasks on whole CPUs: the kernel needs a CPU, not a task.
+        if (tasks || (!o.all_cpus && !o.cpus))
+            bad("-G: cgroup monitoring only available in system-wide mode: give -a or -C LIST (a cgroup's "
+                "tasks are followed on whole CPUs; -p/-t and a command alone record tasks instead)");
+        if (std::all_of(o.cgroups.begin(), o.cgroups.end(), [](const std::string& c) { return c.empty(); }))
+            bad("-G needs a cgroup name (relative to the cgroup v2 mount, e.g. -G system.slice/cron.service)");
+        if (o.cgroups.size() > 1 && o.cgroups.size() > o.events.size())
+            bad("-G lists " + std::to_string(o.cgroups.size()) + " cgroups for " + std::to_string(o.events.size()) +
+                " event(s): give one name for every event, or one per event in -e order");
+        if (o.cgroups.size() == 1) o.cgroups.assign(o.events.size(), o.cgroups.front());  // as perf: one name, every event
+        o.cgroups.resize(o.events.size());  // events past the list: every task, as in perf
+    }
     return o;
 }
 

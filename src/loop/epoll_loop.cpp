@@ -55,6 +55,10 @@ public:
         files_.assign(files.begin(), files.end());
     }
 
+    void update_output(unsigned first, std::span<const int> files) override {
+        for (size_t i = 0; i < files.size(); ++i) files_.at(first + i) = files[i];
+    }
+
     void write(uint32_t slot, unsigned file, const std::byte* p, uint32_t len, uint64_t offset) override {
         ssize_t n = ::pwrite(files_.at(file), p, len, off_t(offset));
         done_.push_back({slot, n < 0 ? -errno : int(n)});

@@ -100,6 +100,19 @@ public:
         fixed_files_ = io_uring_register_files(ring_.raw(), files_.data(), unsigned(files_.size())) == 0;
     }
 
+    void update_output(unsigned first, std::span<const int> files) override {
+        for (size_t i = 0; i < files.size(); ++i) files_.at(first + i) = files[i];
+        // In-flight requests hold their own reference to a replaced registered file.
+        if (fixed_files_ &&
+            io_uring_register_files_update(ring_.raw(), first, files_.data() + first, unsigned(files.size())) !=
+                int(files.size())) {
+            // Cannot update in place: write through plain descriptors from now on (the
+            // registration is dropped once what was submitted with it completed).
+            io_uring_unregister_files(ring_.raw());
+            fixed_files_ = false;
+        }
+    }
+
     void write(uint32_t slot, unsigned file, const std::byte* p, uint32_t len, uint64_t offset) override {
         io_uring_sqe* sqe = ring_.sqe();
         const int fd = fixed_files_ ? int(file) : files_.at(file);

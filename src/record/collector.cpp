@@ -222,6 +222,16 @@ void Collector::drain_rest() {
     }
 }
 
+void Collector::switch_output(OutputFile& file, FileSpace& space) {
+    writer_->queue_partial();           // nothing, after a flush; a buffer filled since goes too
+    writer_->settle_allocation(this);  // an allocation in flight belongs to the old file
+    writer_->switch_to(file, space);
+    for (auto& r : rings_) {
+        r.reader.restart_time_range();
+        r.carried.first_time = r.carried.last_time = 0;
+    }
+}
+
 void Collector::flush() {
     request_flush();
     while (flush_pending_ && !writer_->failed()) {

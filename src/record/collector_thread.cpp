@@ -116,7 +116,10 @@ void CollectorThread::body() {
         final_owed_ = collector_->writer().published_owed();
         final_kept_end_ = collector_->writer().published_kept_end();
         final_error_ = collector_->writer().error();
+        // Drained: every write completed, the previous file's too.
+        if (!previous_settled_.load()) previous_failed_ = collector_->writer().previous_failed_offset();
     }
+    previous_settled_.store(true, std::memory_order_release);
     collector_.reset();  // here: its io_uring lets go of the output file now
     set_phase(Phase::Drained);
 }
@@ -164,6 +167,25 @@ void CollectorThread::request_round(uint64_t k) {
     wake();
 }
 
+void CollectorThread::request_switch(uint64_t k, OutputFile* file, FileSpace* space) {
+    std::lock_guard lock(mu_);
+    switch_round_ = k;
+    switch_file_ = file;
+    switch_space_ = space;
+}
+
+CollectorThread::SwitchPoint CollectorThread::switch_point() const {
+    std::lock_guard lock(mu_);
+    return switch_point_;
+}
+
+bool CollectorThread::previous_settled() const { return previous_settled_.load(std::memory_order_acquire); }
+
+uint64_t CollectorThread::previous_failed_offset() const {
+    std::lock_guard lock(mu_);
+    return previous_failed_;
+}
+
 void CollectorThread::execute(std::function<void(Collector&)> command) {
     std::unique_lock lock(mu_);
     if (phase_ != Phase::Running) return;  // it stopped: nothing to do any more
@@ -192,10 +214,39 @@ void CollectorThread::after_pass(bool complete) {
         ack_for_ = pass_request_;
     }
     if (ack_for_ && !collector_->flush_pending()) {
+        OutputFile* file = nullptr;
+        FileSpace* space = nullptr;
+        {
+            std::lock_guard lock(mu_);
+            if (ack_for_ == switch_round_) {
+                file = switch_file_;
+                space = switch_space_;
+                switch_round_ = 0;
+            }
+        }
+        if (file) {
+            // Rotation: what this pass and the ones before drained is queued for the current file;
+            // the rest goes to the next one. Counted here, at the boundary (before the time range
+            // restarts). Not under mu_: the switch may run the loop, whose tick takes it.
+            SwitchPoint sp{ack_for_, collector_->snapshot(), collector_->dsos()};
+            previous_settled_.store(false, std::memory_order_relaxed);
+            collector_->switch_output(*file, *space);
+            std::lock_guard lock(mu_);
+            switch_point_ = std::move(sp);
+        }
         round_done_.store(ack_for_, std::memory_order_release);
         ack_for_ = 0;
         // The session writes the marker as soon as the last collector acknowledged (one write per
         // round, not per record).
+        const uint64_t one = 1;
+        [[maybe_unused]] ssize_t n = ::write(setup_.done_fd, &one, sizeof one);
+    }
+    if (!previous_settled_.load(std::memory_order_relaxed) && collector_->writer().previous_in_flight() == 0) {
+        {
+            std::lock_guard lock(mu_);
+            previous_failed_ = collector_->writer().previous_failed_offset();
+        }
+        previous_settled_.store(true, std::memory_order_release);
         const uint64_t one = 1;
         [[maybe_unused]] ssize_t n = ::write(setup_.done_fd, &one, sizeof one);
     }

@@ -22,8 +22,8 @@ std::vector<std::byte> tracing_payload(const std::vector<EventSpec>& specs) {
 
 }  // namespace
 
-FileOutput::FileOutput(const std::string& path, bool allow_direct, std::vector<AttrEntry> attrs)
-    : file_(OutputFile::create(path, allow_direct)), attrs_(std::move(attrs)), data_offset_(data_offset_for(attrs_)) {
+FileOutput::FileOutput(const std::string& path, bool allow_direct, std::vector<AttrEntry> attrs, bool own_path)
+    : file_(OutputFile::create(path, allow_direct, own_path)), attrs_(std::move(attrs)), data_offset_(data_offset_for(attrs_)) {
     write_head(0);
 }
 
@@ -92,6 +92,15 @@ void FileOutput::add_ids(size_t event_index, const std::vector<uint64_t>& ids) {
     // While they fit before the data, rewrite the attrs now, so a file cut short by a crash knows the
     // new ids too; otherwise finish() puts them after the features.
     if (ids_fit(attrs_, data_offset_)) write_head(published_size_);
+}
+
+uint64_t FileOutput::tail_bytes(const HostInfo& host, const std::vector<EventSpec>& specs,
+                                const std::vector<BuildIdEntry>& build_ids) const {
+    const CompressionFeature comp;
+    const SampleTimeRange times{1, 1};
+    const FeatureBlock feats = build_features(attrs_, host, data_offset_, tracing_payload(specs),
+                                              build_build_id_feature(build_ids), &comp, &times);
+    return feats.bytes.size() + (ids_fit(attrs_, data_offset_) ? 0 : build_ids_block(attrs_).size());
 }
 
 std::string FileOutput::finish(uint64_t data_size, const HostInfo& host, const std::vector<EventSpec>& specs,

@@ -19,11 +19,14 @@ std::string summary_json(const RecordSummary& s, int exit_code, const std::strin
     // ringcap drops nothing it read unless a write failed; then what was read but not written is
     // known in bytes only.
     const bool unwritten = !s.error.empty();
-    j["dropped"] = unwritten ? json(nullptr) : json(0);
-    j["unwritten_bytes"] = unwritten && s.total.bytes > s.file_bytes ? s.total.bytes - s.file_bytes : 0;
+    // --max-size: buffers refused once the file was full (their samples; with -z not countable).
+    j["dropped"] = unwritten || s.refused_compressed ? json(nullptr) : json(s.refused_samples);
+    j["unwritten_bytes"] = unwritten && s.total.bytes > s.file_bytes ? s.total.bytes - s.file_bytes : s.refused_bytes;
     j["throttled"] = s.total.throttles;
     j["bytes"] = s.file_bytes;
-    j["files"] = s.path.empty() ? json::array() : json::array({s.path});
+    j["files"] = json::array();
+    for (const auto& f : s.files) j["files"].push_back(f);
+    if (s.files.empty() && !s.path.empty()) j["files"].push_back(s.path);
     j["duration_s"] = s.seconds;
     j["exit_code"] = exit_code;
     j["stop_reason"] = s.stop_reason.empty() ? json(nullptr) : json(s.stop_reason);

@@ -35,6 +35,12 @@ SignalBlock::SignalBlock() {
 
 SignalBlock::~SignalBlock() { restore_in_child(); }
 
+void SignalBlock::watch(int sig) {
+    sigaddset(&set_, sig);
+    sigprocmask(SIG_BLOCK, &set_, nullptr);
+    if (signalfd(fd_.get(), &set_, SFD_CLOEXEC | SFD_NONBLOCK) < 0) throw Error("signalfd: " + errno_text(errno));
+}
+
 void SignalBlock::restore_in_child() const {
     sigaction(SIGPIPE, &old_pipe_, nullptr);
     sigaction(SIGXFSZ, &old_xfsz_, nullptr);

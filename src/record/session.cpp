@@ -54,6 +54,9 @@ void add(RecordSnapshot& s, const CollectorSnapshot& c) {
     s.preallocations += c.writer.preallocations;
     s.writes_beyond_allocation += c.writer.beyond_allocation;
     s.bytes_written += c.writer.bytes;
+    s.refused_bytes += c.writer.refused_bytes;
+    s.refused_samples += c.writer.refused_samples;
+    s.refused_compressed += c.writer.refused_compressed;
     s.hangups += c.hangups;
     s.ring_bytes += c.ring_bytes;
     s.staging_bytes += c.staging_bytes;
@@ -105,8 +108,6 @@ void Session::start_collectors(const RecordPlan& plan, const std::vector<perf_ev
     for (const auto& r : rings) cpus.push_back(r.cpu);
     const std::vector<int> online = online_cpus();
     const auto sizes = split_rings(opts_.threads, cpus);
-    done_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!done_fd_) throw Error("eventfd: " + errno_text(errno));
     size_t first = 0;
     for (size_t n : sizes) {
         CollectorThread::Setup s;
@@ -145,6 +146,9 @@ void Session::start_collectors(const RecordPlan& plan, const std::vector<perf_ev
 }
 
 int Session::run(RingSource& source, RecordSummary& sum) {
+    // SIGUSR2 switches files with --switch-output (signal), and is ignored otherwise, as perf does.
+    // Blocked before any thread starts: they inherit the mask.
+    signals_.watch(SIGUSR2);
     // 1. Plan: every derived setting, once.
     source_ = &source;
     const RecordPlan plan = RecordPlan::make(opts_, source, HostLimits::current());
@@ -164,11 +168,15 @@ int Session::run(RingSource& source, RecordSummary& sum) {
     // their threads (-r applies to them), before the file replaces anything.
     if (pipe_fd_ >= 0) output_ = make_pipe_output(plan.staging_buffer_bytes(), attrs);
     else output_ = std::make_unique<FileOutput>(opts_.output, opts_.allow_direct, attr_entries(attrs));
-    // With -z the data reaches the file at a few MB/s: preallocating 128 MiB ahead (so that O_DIRECT
-    // writes run inline at hundreds of MB/s) would only leave a killed capture's file that much bigger.
-    space_ = std::make_unique<FileSpace>(output_->data_offset(),
-                                         output_->file().inline_writes() && opts_.compression_level == 0);
-    space_->allocate_now(output_->file().buffered_fd());
+    // --max-size: what may still arrive once the record decides to stop. A quarter of each ring (the
+    // default wake-up watermark: a collector that keeps up drains a ring there), and a few staging
+    // buffers per collector (filled, not yet queued; those being written have their place already).
+    // Beyond that the hard limit refuses buffers and counts what they held.
+    for (const auto& r : source.rings()) headroom_ += r.ring.mapped_bytes() / 4;
+    headroom_ += 4 * uint64_t(plan.staging_buffer_bytes()) * std::max<size_t>(1, split_rings(opts_.threads, std::vector<int>(source.rings().size())).size());
+    done_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!done_fd_) throw Error("eventfd: " + errno_text(errno));
+    space_ = make_space(*output_);
     start_collectors(plan, attrs);
     if (opts_.verbose) print_setup(plan, ring_pages);
 
@@ -188,6 +196,7 @@ int Session::run(RingSource& source, RecordSummary& sum) {
     for (auto& c : collectors_) c->start();
     if (command_) command_->start();
     last_status_ = t0_;
+    file_started_ = t0_;
 
     // 7. Until a stop source fires, every ring hung up, or a write failed; 8. stop; 9. finish.
     wait_for_stop();
@@ -200,9 +209,11 @@ int Session::run(RingSource& source, RecordSummary& sum) {
     sum.stop_reason = stop_reason_;
     sum.error = error_;
     sum.file_bytes = file_bytes_;
+    sum.files = rotating() ? files_ : std::vector<std::string>{opts_.output};
+    if (!files_.empty()) sum.path = files_.back();
     sum.o_direct = output_->file().o_direct();
     sum.compression_level = opts_.compression_level;
-    bool failed = write_error_ != 0 || !output_->error().empty();
+    bool failed = write_error_ != 0 || rotation_failed_ || !output_->error().empty();
     for (const auto& c : collectors_) {
         failed |= c->cause() == StopCause::WriteError;
         sum.collectors.push_back({c->rings(), c->cpu_seconds(), c->snapshot().writer.bytes});
@@ -296,6 +307,24 @@ void Session::write_start() {
     // The tracking event starts before the /proc scan, so nothing that starts meanwhile is missed
     // (a duplicate is harmless).
     source_->start_tracking();
+    write_start_records();
+    if (write_error_)
+        throw Error("cannot write the start of '" + opts_.output + "': " + errno_text(write_error_) +
+                    write_error_hint(write_error_));
+    // --max-size: now that the mapped files are known, the room their build-ids take.
+    if (opts_.max_size) limit_space(*space_, *output_);
+    output_->publish(crash_safe_end() - output_->data_offset());
+    if (!synth_.kernel_scanned) return;  // the source describes no real processes
+    if (opts_.verbose)
+        log_ << "ringcap: synthesized " << synth_.threads << " threads of " << synth_.processes << " processes, "
+             << synth_.maps << " executable maps" << (synth_.kernel_map ? ", the kernel map" : "") << " ("
+             << human_bytes(synth_.bytes) << ") in " << std::fixed << std::setprecision(3) << synth_.seconds << " s\n";
+    if (!synth_.kernel_map)
+        log_ << "ringcap: /proc/kallsyms hides kernel addresses (kernel.kptr_restrict): kernel samples will not "
+                "resolve to symbols\n";
+}
+
+void Session::write_start_records() {
     std::vector<std::byte> start;
     const RecordSink sink = [&](const void* rec, size_t n) {
         perf_event_header h;
@@ -312,18 +341,6 @@ void Session::write_start() {
     sink(&init, sizeof init);
     if (opts_.compression_level > 0) output_->set_crash_features(kAnchorFeatures);
     write_records(start);
-    if (write_error_)
-        throw Error("cannot write the start of '" + opts_.output + "': " + errno_text(write_error_) +
-                    write_error_hint(write_error_));
-    output_->publish(crash_safe_end() - output_->data_offset());
-    if (!synth_.kernel_scanned) return;  // the source describes no real processes
-    if (opts_.verbose)
-        log_ << "ringcap: synthesized " << synth_.threads << " threads of " << synth_.processes << " processes, "
-             << synth_.maps << " executable maps" << (synth_.kernel_map ? ", the kernel map" : "") << " ("
-             << human_bytes(synth_.bytes) << ") in " << std::fixed << std::setprecision(3) << synth_.seconds << " s\n";
-    if (!synth_.kernel_map)
-        log_ << "ringcap: /proc/kallsyms hides kernel addresses (kernel.kptr_restrict): kernel samples will not "
-                "resolve to symbols\n";
 }
 
 void Session::stop() {
@@ -336,6 +353,9 @@ void Session::stop() {
         log_ << "ringcap: events disabled in " << std::fixed << std::setprecision(1)
              << std::chrono::duration<double, std::milli>(Clock::now() - stop_start).count() << " ms\n";
     for (auto& c : collectors_) c->drain();
+    // A switch under way: the collectors that moved wrote into the next file, the others into the
+    // current one. Both are kept (the next one with the records of what runs, as after any switch).
+    if (next_output_) rotate();
     std::vector<std::byte> lost;
     for (const auto& l : source_->lost_counts()) {
         // Samples the source dropped for this event; perf record writes them the same way.
@@ -359,10 +379,12 @@ uint64_t Session::durable_end() const {
 }
 
 void Session::finish() {
+    // Rotation: the previous file first (drained: its writes all completed).
+    if (prev_output_) finish_previous();
     // Everything if all writes succeeded; after a failure, the last whole record that reached the
     // disk before it (a full disk keeps all that fit).
     const uint64_t data_offset = output_->data_offset();
-    file_bytes_ = durable_end() - data_offset;
+    uint64_t data_size = durable_end() - data_offset;
     uint64_t kept_end = UINT64_MAX;
     int error = write_error_;
     for (const auto& c : collectors_) {
@@ -370,28 +392,37 @@ void Session::finish() {
         kept_end = std::min(kept_end, c->kept_end());
         if (!error) error = c->write_error();
     }
-    if (kept_end != UINT64_MAX) file_bytes_ = output_->last_record_end(file_bytes_, kept_end - data_offset);
+    if (kept_end != UINT64_MAX) data_size = output_->last_record_end(data_size, kept_end - data_offset);
     std::set<std::string> dsos = synthesized_dsos_;
     for (const auto& c : collectors_) dsos.insert(c->dsos().begin(), c->dsos().end());
     const RecordSnapshot snap = snapshot();
     const CompressionFeature comp = compression_feature(&snap);
-    // perf report --time with percentages and perf script --time need the first and last sample time.
+    // perf report --time with percentages and perf script --time need the first and last sample time
+    // (with rotation, of this file: the range starts again at each switch).
     const SampleTimeRange times{snap.total.first_time, snap.total.last_time};
     const std::vector<BuildIdEntry> build_ids = opts_.build_ids ? collect_build_ids(dsos) : std::vector<BuildIdEntry>{};
-    const std::string feature_error = output_->finish(file_bytes_, HostInfo::current(opts_.argv), specs_,
+    const std::string feature_error = output_->finish(data_size, HostInfo::current(opts_.argv), specs_,
                                                       opts_.build_ids ? &build_ids : nullptr,
                                                       opts_.compression_level > 0 ? &comp : nullptr,
-                                                      snap.total.samples > 0 ? &times : nullptr);
-    if (error) error_ = "writing '" + opts_.output + "' failed: " + errno_text(error) + write_error_hint(error);
+                                                      snap.total.first_time ? &times : nullptr);
+    file_bytes_ += data_size;
+    const std::string path = output_->file().path();
+    if (error) error_ = "writing '" + path + "' failed: " + errno_text(error) + write_error_hint(error);
     if (error)
-        log_ << "ringcap: ERROR: writing '" << opts_.output << "' failed: " << errno_text(error) << write_error_hint(error)
-             << "; capture stopped and kept " << file_bytes_ << " bytes of data ("
-             << space_->end() - data_offset - file_bytes_
+        log_ << "ringcap: ERROR: writing '" << path << "' failed: " << errno_text(error) << write_error_hint(error)
+             << "; capture stopped and kept " << data_size << " bytes of data ("
+             << space_->end() - data_offset - data_size
              << " bytes not written); the file is valid up to there. The counts below are of what was read from "
                 "the rings; not all of it reached the file\n";
     file_bytes_ = output_->data_kept(file_bytes_);  // a pipe whose reader went away took less
     if (error_.empty()) error_ = output_->error();
     if (!feature_error.empty()) log_ << "ringcap: the header features were not written (" << feature_error << ")\n";
+    if (rotating()) {
+        // As perf: the last file is named like the others.
+        uint64_t samples = snap.total.samples;
+        for (size_t i = 0; i < samples_at_switch_.size(); ++i) samples -= samples_at_switch_[i];
+        name_finished(output_->file(), data_size, samples);
+    }
     if (opts_.build_id_cache && !build_ids.empty()) cache_build_ids(build_ids);
 }
 

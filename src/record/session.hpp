@@ -40,6 +40,9 @@ private:
     void start_collectors(const RecordPlan& plan, const std::vector<perf_event_attr>& attrs);
     void print_setup(const RecordPlan& plan, size_t ring_pages) const;
     void write_start();
+    // The records of what runs now (COMM/MMAP2/FORK, the kernel's maps, FINISHED_INIT), written to
+    // the current file: at the start, and at the start of every rotated file.
+    void write_start_records();
     void write_own(std::vector<std::byte>& bytes, bool pad);
     // Reserves `len` bytes of the data section and writes them there (synchronously, on this thread):
     // the end offset, or 0 after a failure (write_error_ set).
@@ -62,6 +65,24 @@ private:
     std::unique_ptr<RecordOutput> make_pipe_output(size_t staging_buffer_bytes, const std::vector<perf_event_attr>& attrs);
     // Before a reopened ring's records can reach the stream: HEADER_ATTR records for its new ids.
     void announce_ids(size_t ring);
+
+    // --switch-output and --max-size are for files (refused with -o -): the output is a FileOutput.
+    FileOutput& file_output() const { return static_cast<FileOutput&>(*output_); }
+    // session_rotate.cpp: --switch-output and --max-size
+    bool rotating() const { return opts_.switch_output.mode != SwitchOutput::Mode::None; }
+    // The data space of a new file: preallocated ahead (O_DIRECT writes then run inline), bounded
+    // by --max-size.
+    std::unique_ptr<FileSpace> make_space(const RecordOutput& out);
+    void limit_space(FileSpace& space, const RecordOutput& out);
+    bool switch_due() const;
+    void begin_switch();     // the next file, and the round at which the collectors move to it
+    void rotate();           // every collector moved: the next file is the current one
+    void rotation_step();    // finishes the previous file once its writes all completed
+    void finish_previous();
+    // Names a finished file as perf does (<out>.<YYYYmmddHHMMSScc>), keeps --switch-max-files.
+    void name_finished(OutputFile& file, uint64_t data_size, uint64_t samples);
+    // --max-size: what must fit after the data (features, ids, LOST_SAMPLES, round markers).
+    uint64_t max_size_tail() const;
 
     // session_loop.cpp
     void wait_for_stop();
@@ -102,6 +123,18 @@ private:
     // -z: the anchors written (data end, block end), oldest first; the first one is on disk.
     std::deque<std::pair<uint64_t, uint64_t>> anchors_;
     size_t staging_buffer_bytes_ = 0;
+    uint64_t headroom_ = 0;  // ring and staging bytes: what may still arrive once the record stops
+
+    // Rotation: the next file while the collectors move to it, the previous one while its writes end.
+    std::unique_ptr<FileOutput> next_output_, prev_output_;
+    std::unique_ptr<FileSpace> next_space_, prev_space_;
+    uint64_t switch_round_ = 0;          // the round the collectors switch at (0: none under way)
+    uint64_t switched_round_ = 0;        // the last one they switched at
+    bool switch_wanted_ = false;         // SIGUSR2 arrived
+    bool rotation_failed_ = false;
+    Clock::time_point file_started_{};
+    std::vector<uint64_t> samples_at_switch_;  // per collector, its sample count at the last switch
+    std::vector<std::string> files_;           // finished files still on disk, oldest first
 
     // FINISHED_ROUND: marker k is written once every collector acknowledged round k.
     uint64_t round_ = 0;        // the round requested last (0: none)

@@ -40,8 +40,13 @@ void Session::wait_for_stop() {
         }
         ::poll(fds, 3, timeout_ms);
         if (fds[0].revents) {
-            stop_reason_ = signals_.take();
-            return;
+            const std::string sig = signals_.take();
+            if (sig != "SIGUSR2") {
+                stop_reason_ = sig;
+                return;
+            }
+            // --switch-output (signal): the next round is a switch. Otherwise ignored, as perf does.
+            switch_wanted_ = opts_.switch_output.mode == SwitchOutput::Mode::Signal;
         }
         if (watch_command && fds[2].revents) {
             // Per task, the record ends when every ring hung up (the command and all its children
@@ -80,10 +85,27 @@ void Session::wait_for_stop() {
             stop_reason_ = std::move(why);
             return;
         }
-        round();
-        output_->refresh_header(crash_safe_end() - output_->data_offset());
+        if (space_->soft_limit_reached()) {
+            stop_reason_ = "--max-size " + human_bytes(opts_.max_size) + " reached";
+            return;
+        }
+        try {
+            round();
+            rotation_step();
+        } catch (const Error& e) {
+            // The next file could not be created or the previous one finished: stop, keeping what
+            // is in the current one.
+            log_ << "ringcap: ERROR: rotating the output failed: " << e.what() << "\n";
+            error_ = std::string("rotating the output failed: ") + e.what();
+            rotation_failed_ = true;
+            stop_reason_ = "rotation failed";
+            return;
+        }
+        // While the collectors move to the next file, what they owe is in two files: no refresh.
+        if (!next_output_) output_->refresh_header(crash_safe_end() - output_->data_offset());
         if (opts_.live_status && Clock::now() - last_status_ >= kStatusEvery) print_status();
-        if (source_->follows_cpus() && Clock::now() - last_hotplug >= kHotplugCheck) {
+        // (Not while a switch is under way: the ids of reopened events go to the current file.)
+        if (source_->follows_cpus() && !next_output_ && Clock::now() - last_hotplug >= kHotplugCheck) {
             last_hotplug = Clock::now();
             follow_hotplug();
         }
@@ -139,6 +161,15 @@ void Session::round() {
         ++rounds_;
         last_round_ = now;
         round_ = 0;
+        if (switch_round_ == rounds_) {
+            rotate();  // every collector moved: the marker above was the previous file's last record
+            return;
+        }
+    }
+    // Rotation: a switch is a round of its own, once the previous one is finished.
+    if (rotating() && !next_output_ && !prev_output_ && switch_due()) {
+        begin_switch();
+        return;
     }
     // A new round only when there is new data, and not too soon.
     const uint64_t data = space_->end();

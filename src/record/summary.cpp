@@ -42,7 +42,10 @@ void print_summary(const RecordSummary& s, std::ostream& log) {
               << std::setprecision(3) << s.collectors[i].cpu_seconds << std::setw(11) << s.collectors[i].bytes << "\n";
     }
     const double mb = double(s.file_bytes) / 1e6;
-    o << "ringcap: wrote " << std::setprecision(3) << mb << " MB to '" << s.path << "' ("
+    o << "ringcap: wrote " << std::setprecision(3) << mb << " MB to ";
+    if (s.files.size() > 1) o << s.files.size() << " files ('" << s.files.front() << "' ... '" << s.files.back() << "', ";
+    else o << "'" << (s.files.empty() ? s.path : s.files.front()) << "' (";
+    o
       << (s.o_direct ? "O_DIRECT" : "buffered") << ", " << s.writes << " writes";
     if (s.preallocations)
         o << ", preallocated in " << s.preallocations << " steps, " << s.writes_beyond_allocation << " writes beyond";
@@ -96,6 +99,13 @@ void print_summary(const RecordSummary& s, std::ostream& log) {
               << (c.offline ? "; it is offline at the end" : "") << ": nothing was recorded on it while it was offline\n";
     if (s.total.bad_headers > 0)
         o << "ringcap: WARNING: " << s.total.bad_headers << " malformed record header(s) seen in the rings\n";
+    if (s.refused_bytes > 0) {
+        o << "ringcap: WARNING: " << human_bytes(s.refused_bytes) << " read from the rings were not written ";
+        if (s.refused_compressed) o << "(" << s.refused_compressed << " compressed records)";
+        else o << "(" << s.refused_samples << " samples)";
+        o << ": the file reached --max-size before the record stopped; the rings and staging hold more than the "
+             "room left below it (raise --max-size, or lower -m)\n";
+    }
     log << o.str() << std::flush;
 }
 

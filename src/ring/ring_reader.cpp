@@ -59,7 +59,7 @@ uint64_t RingReader::account(uint64_t start, uint64_t limit, uint64_t head) {
             case PERF_RECORD_SAMPLE: {
                 if (hdr.size >= field::kSampleTime + 8) {
                     const uint64_t t = load_at<uint64_t>(view_.data, mask_, pos + field::kSampleTime);
-                    counters_.first_time = counters_.samples == 0 ? t : std::min(counters_.first_time, t);
+                    counters_.first_time = counters_.first_time == 0 ? t : std::min(counters_.first_time, t);
                     counters_.last_time = std::max(counters_.last_time, t);
                 }
                 ++counters_.samples;

@@ -68,10 +68,38 @@ std::string open_failure(const EventSpec& spec, int cpu, int tid, int err, const
     }
 }
 
+// A cgroup event refused for other reasons than privilege: if the same event opens without the
+// cgroup, the cgroup is the reason and this throws saying so; else the caller reports the event.
+void throw_if_cgroup_refused(const EventSpec& spec, int cpu, const Cgroup& cg, int err, const perf_event_attr& attr) {
+    perf_event_attr probe = attr;
+    const int fd = perf_event_open(&probe, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0) return;
+    UniqueFd owned(fd);
+    const std::string where = "perf_event_open(" + spec.name + ", cpu " + std::to_string(cpu) + ", cgroup " +
+                              cg.path + "): " + errno_text(err);
+    switch (err) {
+        case EINVAL:
+        case EOPNOTSUPP:
+            throw Error(where + "; this kernel cannot follow a cgroup's tasks with perf events (it needs "
+                                "CONFIG_CGROUP_PERF=y): record without -G, or use a kernel built with it");
+        case ENOENT:
+        case EBADF:
+            throw Error(where + "; " + cg.path + " is not a group of a hierarchy with the perf_event controller "
+                                "(is perf_event bound to a cgroup v1 hierarchy? then give the group there)");
+        case EMFILE:
+        case ENFILE:
+            return;  // the generic message says what to raise
+        default:
+            throw Error(where + "; the event opens without -G: the kernel refused the cgroup");
+    }
+}
+
 // Opens every event on every CPU (disabled), for each task in `tids` or system-wide if `tids` is
-// empty, maps one ring per CPU on its first event and redirects the others into it.
+// empty (an event with a cgroup in `cgroups`: that cgroup's tasks), maps one ring per CPU on its
+// first event and redirects the others into it.
 std::vector<SourceRing> open_rings(const std::vector<EventSpec>& specs, const std::vector<perf_event_attr>& attrs,
-                                   const std::vector<int>& cpus, const std::vector<int>& tids, size_t data_pages) {
+                                   const std::vector<int>& cpus, const std::vector<int>& tids,
+                                   const std::vector<std::shared_ptr<const Cgroup>>& cgroups, size_t data_pages) {
     const std::vector<int> system_wide{-1};
     const std::vector<int>& targets = tids.empty() ? system_wide : tids;
     std::vector<SourceRing> out;
@@ -82,10 +110,14 @@ std::vector<SourceRing> open_rings(const std::vector<EventSpec>& specs, const st
         for (int tid : targets) {
             for (size_t e = 0; e < specs.size(); ++e) {
                 perf_event_attr attr = attrs[e];
-                int fd = perf_event_open(&attr, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+                // -G: the cgroup's directory fd in place of a pid (system-wide targets only).
+                const Cgroup* cg = tid < 0 && e < cgroups.size() ? cgroups[e].get() : nullptr;
+                int fd = cg ? perf_event_open(&attr, cg->fd.get(), cpu, -1, PERF_FLAG_FD_CLOEXEC | PERF_FLAG_PID_CGROUP)
+                            : perf_event_open(&attr, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
                 if (fd < 0) {
                     const int err = errno;
                     if (err == EACCES || err == EPERM) throw PermissionError(open_failure(specs[e], cpu, tid, err, attr));
+                    if (cg) throw_if_cgroup_refused(specs[e], cpu, *cg, err, attr);
                     throw Error(open_failure(specs[e], cpu, tid, err, attr));
                 }
                 OpenEvent ev;
@@ -160,6 +192,13 @@ PerfTarget PerfTarget::from_options(const RecordOptions& o) {
     t.synth_pids = o.pids;
     t.synth_pids.insert(t.synth_pids.end(), o.tids.begin(), o.tids.end());  // a thread's process is found via /proc/TID
     t.data_maps = o.sampling.call_graph == CallGraph::Dwarf;
+    for (const std::string& name : o.cgroups) {
+        std::shared_ptr<const Cgroup> cg;
+        for (const auto& seen : t.cgroups)
+            if (seen && seen->name == name) cg = seen;  // one fd per group, as perf
+        if (!cg && !name.empty()) cg = std::make_shared<const Cgroup>(open_cgroup(name));
+        t.cgroups.push_back(std::move(cg));
+    }
     return t;
 }
 
@@ -168,6 +207,19 @@ PerfSource::PerfSource(const std::vector<EventSpec>& events, PerfTarget target)
     // The tracking event carries COMM/MMAP/FORK/EXIT records, so perf report can name processes and
     // resolve symbols of what starts during the record.
     specs_.push_back(tracking_event());
+}
+
+std::string PerfSource::describe() const {
+    if (!target_.tids.empty()) return std::to_string(target_.tids.size()) + " task(s)";
+    // -G: "system-wide, cgroup X", or per event when they differ.
+    std::string text = "system-wide";
+    const auto& cgs = target_.cgroups;
+    const bool one = !cgs.empty() && cgs.size() + 1 == specs_.size() &&
+                     std::all_of(cgs.begin(), cgs.end(), [&](const auto& c) { return c == cgs.front(); });
+    if (one && cgs.front()) return text + ", cgroup " + cgs.front()->name;
+    for (size_t e = 0; e < cgs.size() && e < specs_.size(); ++e)
+        text += ", " + specs_[e].name + (cgs[e] ? " in cgroup " + cgs[e]->name : std::string(" of every task"));
+    return text;
 }
 
 namespace {
@@ -220,7 +272,7 @@ bool PerfSource::exclude_kernel(std::vector<perf_event_attr>& attrs) const {
 void PerfSource::open(std::vector<perf_event_attr>& attrs, size_t data_pages) {
     if (user_only_) exclude_kernel(attrs);
     try {
-        rings_ = open_rings(specs_, attrs, target_.cpus, target_.tids, data_pages);
+        rings_ = open_rings(specs_, attrs, target_.cpus, target_.tids, target_.cgroups, data_pages);
     } catch (const PermissionError&) {
         // As perf record: when kernel.perf_event_paranoid (2, Debian's default) lets this user
         // sample its own tasks in user space only, record that instead of failing.
@@ -232,7 +284,7 @@ void PerfSource::open(std::vector<perf_event_attr>& attrs, size_t data_pages) {
         notes_.push_back("kernel.perf_event_paranoid=" + std::to_string(*paranoid) +
                          " allows this user user-space samples only: recording them (as perf does); run as root, "
                          "or set the sysctl to 1 or lower, for kernel samples");
-        rings_ = open_rings(specs_, attrs, target_.cpus, target_.tids, data_pages);
+        rings_ = open_rings(specs_, attrs, target_.cpus, target_.tids, target_.cgroups, data_pages);
     }
     sample_type_ = attrs.front().sample_type;
     attrs_ = attrs;
@@ -242,7 +294,7 @@ void PerfSource::open(std::vector<perf_event_attr>& attrs, size_t data_pages) {
 bool PerfSource::reopen(size_t ring) {
     if (!target_.tids.empty()) return false;  // new per-task events would not follow the tasks' children
     SourceRing& r = rings_.at(ring);
-    std::vector<SourceRing> fresh = open_rings(specs_, attrs_, {r.cpu}, {}, data_pages_);
+    std::vector<SourceRing> fresh = open_rings(specs_, attrs_, {r.cpu}, {}, target_.cgroups, data_pages_);
     r = std::move(fresh.front());  // the dead events close, their ring unmaps
     for (auto& e : r.events)
         if (::ioctl(e.fd.get(), PERF_EVENT_IOC_ENABLE, 0) != 0)

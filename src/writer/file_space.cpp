@@ -1,6 +1,7 @@
 #include "ringcap/file_space.hpp"
 
 #include <cerrno>
+#include <algorithm>
 #include <fcntl.h>
 
 namespace ringcap {
@@ -14,14 +15,29 @@ uint64_t FileSpace::split(uint64_t offset, uint64_t len) const {
     return offset + len > boundary ? boundary - offset : len;
 }
 
+bool FileSpace::reserve_limited(uint64_t len, uint64_t* offset) {
+    const uint64_t hard = hard_limit_.load(std::memory_order_relaxed);
+    uint64_t at = next_.load();
+    do {
+        if (at + len > hard) return false;
+    } while (!next_.compare_exchange_weak(at, at + len));
+    *offset = at;
+    if (at + len > soft_limit_.load(std::memory_order_relaxed) && !soft_fired_.exchange(true) && on_soft_) on_soft_();
+    return true;
+}
+
 bool FileSpace::begin_allocation(uint64_t end, uint64_t* offset, uint64_t* len) {
     if (!enabled_.load(std::memory_order_relaxed)) return false;
     const uint64_t have = allocated_end_.load();
     if (end + kAhead <= have) return false;
+    // --max-size bounds the disk space too, not only the final length.
+    const uint64_t hard = hard_limit_.load();
+    if (hard != UINT64_MAX && have >= hard) return false;
     bool idle = false;
     if (!busy_.compare_exchange_strong(idle, true)) return false;  // another writer is at it
     *offset = allocated_end_.load();
     *len = chunk_.load();
+    if (hard != UINT64_MAX) *len = std::min(*len, hard - *offset);
     return true;
 }
 
@@ -32,7 +48,9 @@ void FileSpace::allocate_now(int fd) {
 
 void FileSpace::allocated(int res) {
     if (res == 0) {
-        allocated_end_.fetch_add(chunk_.load());
+        const uint64_t at = allocated_end_.load();
+        const uint64_t hard = hard_limit_.load();
+        allocated_end_.store(hard == UINT64_MAX ? at + chunk_.load() : std::min(at + chunk_.load(), hard));
     } else if ((res == -ENOSPC || res == -EFBIG || res == -EDQUOT) && chunk_.load() > kMinChunk) {
         chunk_.store(chunk_.load() / 2);
     } else {

@@ -77,7 +77,7 @@ void OutputFile::check_path(const std::string& out) {
         throw Error("output '" + out + "' is not writable: " + errno_text(errno) + " (choose another -o)");
 }
 
-OutputFile OutputFile::create(const std::string& path, bool allow_direct) {
+OutputFile OutputFile::create(const std::string& path, bool allow_direct, bool own_path) {
     OutputFile f;
     f.path_ = path;
     // Created under a temporary name: an existing file is only replaced (and kept as .old) once the
@@ -85,7 +85,7 @@ OutputFile OutputFile::create(const std::string& path, bool allow_direct) {
     const std::string tmp = path + ".ringcap-tmp";
     {
         DirLock dir(path);
-        if (locked_by_another(path)) busy(path, path);
+        if (!own_path && locked_by_another(path)) busy(path, path);
         // A temporary file that is locked belongs to a ringcap that is starting; an unlocked one was
         // left by one that was killed before it published.
         if (locked_by_another(tmp)) busy(path, tmp);
@@ -147,6 +147,15 @@ void OutputFile::publish() {
         throw Error("cannot create '" + path_ + "': " + errno_text(err));
     }
     tmp_path_.clear();
+}
+
+void OutputFile::rename_to(const std::string& path) {
+    DirLock dir(path_);
+    if (::rename(path_.c_str(), path.c_str()) != 0) {
+        const int err = errno;
+        throw Error("cannot rename '" + path_ + "' to '" + path + "': " + errno_text(err), 1);
+    }
+    path_ = path;
 }
 
 bool OutputFile::inline_writes() const {

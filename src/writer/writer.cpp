@@ -7,31 +7,56 @@
 #include <sys/uio.h>
 #include <vector>
 
+#include <linux/perf_event.h>
+
+#include "ringcap/records.hpp"
+
 namespace ringcap {
 
 namespace {
 constexpr uint32_t kMaxEagain = 1000;  // consecutive EAGAINs on one write before we call it an error
-constexpr unsigned kDirectFile = 0, kBufferedFile = 1;  // indexes in the files given to the loop
+// Indexes in the files given to the loop: a direct and a buffered descriptor per file, two files
+// (rotation alternates, so that the previous file's writes can end while the next one's start).
+constexpr unsigned direct_file(uint8_t gen) { return 2u * gen; }
+constexpr unsigned buffered_file(uint8_t gen) { return 2u * gen + 1; }
 }  // namespace
 
 Writer::Writer(Loop& loop, OutputFile& file, StagingPool& pool, FileSpace& space)
-    : loop_(loop), file_(file), pool_(pool), space_(space), slots_(pool.count()), data_offset_(space.end()) {
+    : loop_(loop), file_{&file, &file}, pool_(pool), space_{&space, &space}, slots_(pool.count()),
+      data_offset_(space.end()) {
     assert(data_offset_ % kStagingAlign == 0);
     deferred_.reserve(pool.count());
-    const int files[2] = {file.direct_fd(), file.buffered_fd()};
+    const int files[4] = {file.direct_fd(), file.buffered_fd(), file.direct_fd(), file.buffered_fd()};
     std::vector<iovec> buffers(pool.count());
     for (uint32_t i = 0; i < pool.count(); ++i) buffers[i] = {pool.buffer(i), pool.buffer_size()};
     loop_.attach_output(files, buffers);
 }
 
+void Writer::switch_to(OutputFile& file, FileSpace& space) {
+    assert(deferred_.empty() && !pool_.has_ready() && !allocating_);
+    assert(in_flight_gen_[gen_ ^ 1] == 0);
+    gen_ ^= 1;
+    file_[gen_] = &file;
+    space_[gen_] = &space;
+    const int files[2] = {file.direct_fd(), file.buffered_fd()};
+    loop_.update_output(direct_file(gen_), files);
+    // The new file's offsets: what this writer owes and kept is counted there from now on. A
+    // failure in the previous file is its own (previous_failed_offset()).
+    failed_offset_prev_ = first_failed_offset_;
+    data_offset_ = space.start();
+    failed_start_ = first_failed_offset_ = UINT64_MAX;
+    if (!error_) published_kept_end_.store(UINT64_MAX);
+    published_owed_.store(owed());
+}
+
 void Writer::queue_ready() {
     // While an allocation runs, buffers wait in the ready queue, and the rest of a split or short
     // write in deferred_ (FileSpace::allocating).
-    if (space_.allocating() && !error_) return;
+    if (space().allocating() && !error_) return;
     for (uint32_t index : deferred_) issue(index);
     deferred_.clear();
     // A buffer queued here may start an allocation: the rest wait for it.
-    while (pool_.has_ready() && (!space_.allocating() || error_)) queue(pool_.pop_ready());
+    while (pool_.has_ready() && (!space().allocating() || error_)) queue(pool_.pop_ready());
 }
 
 void Writer::queue_partial() {
@@ -47,20 +72,26 @@ void Writer::queue(const StagingBuffer& b) {
     Slot& s = slots_[b.index];
     assert(!s.busy);
     // Published before the reservation (seq_cst): a reader that sees the reservation sees this debt.
-    published_owed_.store(std::min(owed(), space_.end()));
-    const uint64_t offset = space_.reserve(b.len);
-    s = Slot{offset, offset, 0, uint32_t(b.len), 0, true};
+    published_owed_.store(std::min(owed(), space().end()));
+    uint64_t offset = 0;
+    if (!space().reserve_within(b.len, &offset)) {
+        refuse(b);
+        published_owed_.store(owed());
+        return;
+    }
+    s = Slot{offset, offset, 0, uint32_t(b.len), 0, true, gen_};
     bytes_queued_ += b.len;
     ++in_flight_;
+    ++in_flight_gen_[gen_];
     if (error_) {
         // After an I/O error nothing more goes to disk; the buffer is accounted as not kept.
         on_completion(b.index, -ECANCELED);
         return;
     }
-    if (offset + b.len > space_.allocated_end() && space_.preallocating()) ++stats_.beyond_allocation;
+    if (offset + b.len > space().allocated_end() && space().preallocating()) ++stats_.beyond_allocation;
     // Its SQE would follow the fallocate's into the same submit, and find the inode lock taken (a
     // punted write): it goes out once the allocation is done, at its reserved offset.
-    if (space_.allocating()) {
+    if (space().allocating()) {
         deferred_.push_back(b.index);
         return;
     }
@@ -70,10 +101,28 @@ void Writer::queue(const StagingBuffer& b) {
     preallocate(offset + b.len);
 }
 
+void Writer::refuse(const StagingBuffer& b) {
+    // --max-size: the file is full. The buffer's records are counted, not written (the session
+    // stops the record well before this when it can: FileSpace's soft limit).
+    ++stats_.refused_buffers;
+    stats_.refused_bytes += b.len;
+    const std::byte* p = pool_.buffer(b.index);
+    for (size_t pos = 0; pos + sizeof(perf_event_header) <= b.len;) {
+        perf_event_header h;
+        std::memcpy(&h, p + pos, sizeof h);
+        if (h.size < sizeof h) break;
+        if (h.type == PERF_RECORD_SAMPLE) ++stats_.refused_samples;
+        else if (h.type == kRecordCompressed) ++stats_.refused_compressed;
+        pos += h.size;
+    }
+    pool_.release(b.index);
+}
+
 void Writer::preallocate(uint64_t end) {
     uint64_t offset = 0, len = 0;
-    if (!space_.begin_allocation(end, &offset, &len)) return;
-    loop_.fallocate(prealloc_slot(), kDirectFile, offset, len);
+    if (!space().begin_allocation(end, &offset, &len)) return;
+    loop_.fallocate(prealloc_slot(), direct_file(gen_), offset, len);
+    prealloc_gen_ = gen_;
     allocating_ = true;
     ++stats_.preallocations;
 }
@@ -82,12 +131,12 @@ void Writer::issue(uint32_t index) {
     Slot& s = slots_[index];
     // Up to a preallocated chunk's end at once (FileSpace::split); the completion sends the rest, as
     // for a short write.
-    const uint32_t len = uint32_t(space_.split(s.offset, s.len - s.done));
+    const uint32_t len = uint32_t(space_[s.gen]->split(s.offset, s.len - s.done));
     if (len < s.len - s.done) ++stats_.split_writes;
     // O_DIRECT needs offset and length aligned; the unaligned remainder of a short write and the
     // final partial buffer go through the buffered descriptor instead.
-    const bool direct = file_.o_direct() && s.offset % kStagingAlign == 0 && len % kStagingAlign == 0;
-    loop_.write(index, direct ? kDirectFile : kBufferedFile, pool_.buffer(index) + s.done, len, s.offset);
+    const bool direct = file_[s.gen]->o_direct() && s.offset % kStagingAlign == 0 && len % kStagingAlign == 0;
+    loop_.write(index, direct ? direct_file(s.gen) : buffered_file(s.gen), pool_.buffer(index) + s.done, len, s.offset);
     ++stats_.writes;
     if (direct) ++stats_.direct_writes;
 }
@@ -95,7 +144,7 @@ void Writer::issue(uint32_t index) {
 void Writer::on_completion(uint32_t index, int res) {
     if (index == prealloc_slot()) {
         allocating_ = false;
-        space_.allocated(res);
+        space_[prealloc_gen_]->allocated(res);
         return;
     }
     Slot& s = slots_[index];
@@ -116,7 +165,7 @@ void Writer::on_completion(uint32_t index, int res) {
         s.offset += uint32_t(res);
         stats_.bytes += uint32_t(res);
         s.eagain = 0;
-        if (space_.allocating()) deferred_.push_back(index);  // resumed by queue_ready()
+        if (space_[s.gen]->allocating()) deferred_.push_back(index);  // resumed by queue_ready()
         else issue(index);
         return;
     }
@@ -125,14 +174,19 @@ void Writer::on_completion(uint32_t index, int res) {
         int err = res == 0 ? ENOSPC : -res;
         if (err != ECANCELED && !error_) error_ = err;
         // s.offset has moved past what a short write got through: that part is on disk.
-        if (s.offset < first_failed_offset_) first_failed_offset_ = s.offset;
-        if (s.start < failed_start_) failed_start_ = s.start;
-        published_kept_end_.store(first_failed_offset_);
+        if (s.gen != gen_) {
+            failed_offset_prev_ = std::min(failed_offset_prev_, s.offset);  // the previous file's
+        } else {
+            if (s.offset < first_failed_offset_) first_failed_offset_ = s.offset;
+            if (s.start < failed_start_) failed_start_ = s.start;
+            published_kept_end_.store(first_failed_offset_);
+        }
     } else {
         stats_.bytes += uint32_t(res);
     }
     s.busy = false;
     --in_flight_;
+    --in_flight_gen_[s.gen];
     pool_.release(index);
     published_owed_.store(owed());
 }
@@ -140,14 +194,14 @@ void Writer::on_completion(uint32_t index, int res) {
 uint64_t Writer::owed() const {
     uint64_t owed = failed_start_;
     for (const Slot& s : slots_)
-        if (s.busy && s.start < owed) owed = s.start;
+        if (s.busy && s.gen == gen_ && s.start < owed) owed = s.start;
     return owed;
 }
 
-uint64_t Writer::durable_size() const { return std::min(space_.end(), owed()) - data_offset_; }
+uint64_t Writer::durable_size() const { return std::min(space().end(), owed()) - data_offset_; }
 
 uint64_t Writer::bytes_kept() const {
-    const uint64_t end = first_failed_offset_ == UINT64_MAX ? space_.end() : first_failed_offset_;
+    const uint64_t end = first_failed_offset_ == UINT64_MAX ? space().end() : first_failed_offset_;
     return end - data_offset_;
 }
 

@@ -92,6 +92,15 @@ TEST_CASE("bad record command lines are refused with exit status 2", "[cli]") {
         "-a --",                     // no command after --
         "-a --wakeup-events 1 --wakeup-watermark 4096",
         "-a --staging-buffers 2 --staging-kb 4",  // below the 128 KiB floor
+        "-a --switch-output=often",  // neither signal, a size nor a time
+        "-a --switch-output=10x",    //
+        "-a --switch-output=0s",     //
+        "-a --switch-output=500ms",  // perf's units: s, m, h, d
+        "-a --switch-max-files 3",   // without --switch-output
+        "-a --switch-output --switch-max-files 0",
+        "-a --max-size 0",           //
+        "-a --max-size 10Q",         //
+        "-a --switch-output=100M --max-size 50M",  // the record would stop before the first switch
     };
     for (const char* line : bad) {
         INFO("args: '" << line << "'");
@@ -101,6 +110,67 @@ TEST_CASE("bad record command lines are refused with exit status 2", "[cli]") {
         } catch (const Error& e) {
             CHECK(e.exit_code() == 2);
             CHECK(std::string(e.what()).size() > 10);
+        }
+    }
+}
+
+TEST_CASE("rotation and size options as perf record takes them", "[cli]") {
+    auto o = parse_record_args(split("-a --switch-output"));
+    CHECK(o.switch_output.mode == SwitchOutput::Mode::Signal);
+    o = parse_record_args(split("-a --switch-output=signal --switch-max-files=5"));
+    CHECK(o.switch_output.mode == SwitchOutput::Mode::Signal);
+    CHECK(o.switch_output.max_files == 5);
+    o = parse_record_args(split("-a --switch-output=500M --max-size 2G"));
+    CHECK(o.switch_output.mode == SwitchOutput::Mode::Size);
+    CHECK(o.switch_output.bytes == 500ull << 20);
+    CHECK(o.max_size == 2ull << 30);
+    o = parse_record_args(split("-a --switch-output=30s"));
+    CHECK(o.switch_output.mode == SwitchOutput::Mode::Time);
+    CHECK(o.switch_output.seconds == 30);
+    CHECK(parse_record_args(split("-a --switch-output=5m")).switch_output.seconds == 300);
+    CHECK(parse_record_args(split("-a --switch-output=2h")).switch_output.seconds == 7200);
+    CHECK(parse_record_args(split("-a --switch-output=1d")).switch_output.seconds == 86400);
+    CHECK(parse_record_args(split("-a --switch-output=4096")).switch_output.bytes == 4096);
+    CHECK(parse_record_args(split("-a --switch-output=64k")).switch_output.bytes == 64u << 10);
+    // perf takes the value only after '=': a separate word is the command.
+    o = parse_record_args(split("--switch-output sleep 1"));
+    CHECK(o.switch_output.mode == SwitchOutput::Mode::Signal);
+    CHECK(o.command == std::vector<std::string>{"sleep", "1"});
+    CHECK(parse_record_args(split("-a --max-size=100M")).max_size == 100ull << 20);
+    CHECK(parse_record_args(split("-a")).max_size == 0);
+    CHECK(parse_record_args(split("-a")).switch_output.mode == SwitchOutput::Mode::None);
+}
+
+TEST_CASE("record -G follows perf: one cgroup for every event, or a list matched to the events in order", "[cli][cgroup]") {
+    using V = std::vector<std::string>;
+    CHECK(parse_record_args(split("-a")).cgroups.empty());
+    CHECK(parse_record_args(split("-a -G job")).cgroups == V{"job"});  // the default event
+    CHECK(parse_record_args(split("-C 0 --cgroup=slurm/job_7")).cgroups == V{"slurm/job_7"});
+    CHECK(parse_record_args(split("-a -e cpu-clock,task-clock -G job")).cgroups == V{"job", "job"});
+    CHECK(parse_record_args(split("-a -e cpu-clock,task-clock -G job,")).cgroups == V{"job", ""});
+    CHECK(parse_record_args(split("-a -e cpu-clock,task-clock,faults -G ,b")).cgroups == V{"", "b", ""});
+    CHECK(parse_record_args(split("-a -G a -e cpu-clock,task-clock -G b")).cgroups == V{"a", "b"});
+    CHECK(parse_record_args(split("-a -G /abs/path -- true")).cgroups == V{"/abs/path"});  // system-wide with a command
+}
+
+TEST_CASE("record -G without a system-wide target, or with a bad list, is refused with exit status 2", "[cli][cgroup]") {
+    const std::pair<const char*, const char*> bad[] = {
+        {"-G job -- true", "system-wide"},                  // a command alone is per task
+        {"-p 1 -G job", "system-wide"},                     // tasks
+        {"-t 1 -G job", "system-wide"},                     //
+        {"-a -p 1 -G job", "exclude"},                      // caught earlier: -p excludes -a
+        {"-a -G ,", "needs a cgroup name"},                 // nothing but empty entries
+        {"-a -G", "needs a value"},                         //
+        {"-a -e cpu-clock -G a,b", "2 cgroups for 1 event"},  // more names than events
+    };
+    for (const auto& [line, why] : bad) {
+        INFO("args: '" << line << "'");
+        try {
+            parse_record_args(split(line));
+            FAIL("accepted");
+        } catch (const Error& e) {
+            CHECK(e.exit_code() == 2);
+            CHECK_THAT(e.what(), Catch::Matchers::Contains(why));
         }
     }
 }

@@ -27,7 +27,7 @@ int refused(const std::string& args) {
 }
 }  // namespace
 
-TEST_CASE("pipe options: -o - with --pipe-backlog, refused with --json - or without -o -", "[cli][pipe]") {
+TEST_CASE("pipe options: -o - with --pipe-backlog, refused with --json -, --switch-output, --max-size, or without -o -", "[cli][pipe]") {
     CHECK(parse_record_args(words("-a -o -")).output == "-");
     CHECK(parse_record_args(words("-a -o - --pipe-backlog 8M")).pipe_backlog == (8u << 20));
     CHECK(parse_record_args(words("-a -o - --pipe-backlog=2G")).pipe_backlog == (2ull << 30));
@@ -36,6 +36,10 @@ TEST_CASE("pipe options: -o - with --pipe-backlog, refused with --json - or with
     CHECK(refused("-a --pipe-backlog 8M") == 2);
     CHECK(refused("-a -o - --pipe-backlog 100K") == 2);
     CHECK(refused("-a -o - --pipe-backlog lots") == 2);
+    // Rotation and a size limit are for files.
+    CHECK(refused("-a -o - --switch-output") == 2);
+    CHECK(refused("-a -o - --switch-output=1G") == 2);
+    CHECK(refused("-a -o - --max-size 1G") == 2);
 }
 
 TEST_CASE("pipe options: main() finds -o - before parsing (no JSON on the stream, even on bad usage)", "[cli][pipe]") {

@@ -20,17 +20,6 @@ using namespace ringcap_test;
 
 namespace {
 
-// A directory anyone may write in (for a record run as another user), removed with what is in it.
-struct OpenDir {
-    std::string dir;
-    OpenDir() {
-        char tmpl[] = "/tmp/ringcap-open-XXXXXX";
-        REQUIRE(mkdtemp(tmpl));
-        dir = tmpl;
-        chmod(dir.c_str(), 0777);
-    }
-    ~OpenDir() { run_command("rm -rf '" + dir + "'"); }
-};
 
 // Sets a sysctl for the test's lifetime (root only; skips loudly otherwise).
 struct Sysctl {
@@ -69,8 +58,8 @@ struct MemoryCgroup {
 
 TEST_CASE("devices and FIFOs given as -o are refused (exit 2) and never replaced", "[unattended]") {
     require_kernel();
-    OpenDir d;
-    const std::string chr = d.dir + "/null", fifo = d.dir + "/fifo";
+    TempDir d("open", 0777);
+    const std::string chr = d.path + "/null", fifo = d.path + "/fifo";
     if (mknod(chr.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) skip_test("mknod needs root");
     REQUIRE(mkfifo(fifo.c_str(), 0666) == 0);
     for (const auto& [out, kind] : {std::pair{chr, "a character device"}, std::pair{fifo, "a FIFO"}}) {
@@ -89,8 +78,8 @@ TEST_CASE("devices and FIFOs given as -o are refused (exit 2) and never replaced
 TEST_CASE("records to one -o at once: one writes it, the others exit 2 at once and touch nothing", "[unattended]") {
     require_kernel();
     const std::string perf = require_perf();
-    OpenDir d;
-    const std::string out = d.dir + "/perf.data";
+    TempDir d("open", 0777);
+    const std::string out = d.path + "/perf.data";
     std::vector<Running> runs;
     std::vector<std::unique_ptr<TempFile>> logs;
     for (int i = 0; i < 4; ++i) {
@@ -127,8 +116,8 @@ TEST_CASE("records to one -o at once: one writes it, the others exit 2 at once a
 TEST_CASE("RLIMIT_FSIZE: no SIGXFSZ death, the file keeps what fit, exit 1 naming the limit", "[unattended]") {
     require_kernel();
     const std::string perf = require_perf();
-    OpenDir d;
-    const std::string out = d.dir + "/perf.data";
+    TempDir d("open", 0777);
+    const std::string out = d.path + "/perf.data";
     TempFile log("fsize-log");
     constexpr rlim_t kLimit = 2 << 20;
     std::vector<std::string> args{"record", "-a", "-F", "10000", "--call-graph", "dwarf", "-o", out};
@@ -163,8 +152,8 @@ TEST_CASE("a memory cgroup limit: staging is sized to fit (8-16 MiB, also with -
         INFO("memory limit " << limit);
         const bool z = limit.find("-z") != std::string::npos;
         MemoryCgroup cg(limit.substr(0, limit.find(' ')));
-        OpenDir d;
-        const std::string out = d.dir + "/perf.data";
+        TempDir d("open", 0777);
+        const std::string out = d.path + "/perf.data";
         TempFile log("memcg-log");
         std::vector<std::string> args{"record", "-a", "-F", z ? "20000" : "4000", "--call-graph", "dwarf",
                                       "--duration", "1", "-o", out};
@@ -189,8 +178,8 @@ TEST_CASE("a user without privileges at perf_event_paranoid=2 records its comman
     const std::string perf = require_perf();
     if (getuid() != 0) skip_test("needs root to switch to another user");
     Sysctl paranoid("kernel/perf_event_paranoid", "2");
-    OpenDir d;
-    const std::string out = d.dir + "/perf.data";
+    TempDir d("open", 0777);
+    const std::string out = d.path + "/perf.data";
     TempFile log("user-log");
     chmod(log.path.c_str(), 0666);
     Running r = spawn({"record", "-F", "1000", "-o", out, "--", RINGCAP_WORKLOAD, "300"}, log.path, [] {

@@ -1,0 +1,43 @@
+# What `cmake --install` puts beside the binary, and the Debian package CPack makes of it
+# (scripts/package builds it: Release, -DCMAKE_INSTALL_PREFIX=/usr, `cpack -G DEB`).
+#
+# Every destination is relative to the prefix, so `cmake --install --prefix DIR` stays inside DIR:
+#   bin/ringcap
+#   share/doc/ringcap/README.md (and LICENSE as copyright, once the repository has one)
+#   lib/systemd/system/ringcap-capture.{service,timer}  (with prefix /usr: /usr/lib/systemd/system,
+#       which systemd reads; nothing enables them: the package has no maintainer scripts)
+#   share/ringcap/k8s/*.yaml, share/ringcap/slurm/{prolog,epilog}.sh  (recipes to copy and adapt)
+
+install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+if(EXISTS ${PROJECT_SOURCE_DIR}/LICENSE)
+  install(FILES LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} RENAME copyright)
+endif()
+install(FILES deploy/systemd/ringcap-capture.service deploy/systemd/ringcap-capture.timer
+        DESTINATION lib/systemd/system)
+install(FILES deploy/k8s/daemonset.yaml deploy/k8s/job.yaml deploy/k8s/Dockerfile
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/ringcap/k8s)
+install(PROGRAMS deploy/slurm/prolog.sh deploy/slurm/epilog.sh
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/ringcap/slurm)
+
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME ringcap)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+# The Maintainer field; a distributor sets its own with -DRINGCAP_MAINTAINER="Name <mail>".
+set(RINGCAP_MAINTAINER "ringcap developers" CACHE STRING "Maintainer of the .deb")
+set(CPACK_PACKAGE_CONTACT "${RINGCAP_MAINTAINER}")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "perf_event collector writing perf.data files (io_uring)")
+set(CPACK_PACKAGE_DESCRIPTION
+    "ringcap records Linux perf_event samples with io_uring and writes perf.data files that\n\
+perf report, perf script and hotspot read. Meant for high-frequency, system-wide captures on\n\
+machines with many CPUs. Ships systemd units (not enabled), a Kubernetes DaemonSet and Job, and\n\
+Slurm prolog/epilog scripts under /usr/share/ringcap.")
+set(CPACK_STRIP_FILES ON)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # ringcap_<version>_<arch>.deb
+set(CPACK_DEBIAN_PACKAGE_SECTION utils)
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+# Depends from the binary's shared libraries (dpkg-shlibdeps, from dpkg-dev): liburing2,
+# libmimalloc2.0, libzstd1, libstdc++6, libgcc-s1, libc6 with their minimum versions.
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# perf reads what ringcap writes; a collector host may ship the files elsewhere, so not Depends.
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS linux-perf)
+include(CPack)

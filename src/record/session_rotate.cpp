@@ -1,0 +1,200 @@
+// Rotation (--switch-output) and --max-size: the record moves on to a new file, or stops before the
+// file would pass a size.
+//
+// A switch rides on a FINISHED_ROUND round: each collector, at its acknowledgement of the switch
+// round (after a complete pass, everything it drained queued for the current file), moves to the
+// next file; its writes in flight end in the previous one. Nothing is read twice or left out, and no
+// collector waits: the session creates, fills and finishes files on its own thread. Once every
+// collector moved, the next file gets the records of what runs now (so each file stands alone) and
+// becomes the current one; once the previous file's writes all completed, it is finished (features,
+// header) and named <out>.<YYYYmmddHHMMSScc>, as perf names it.
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <iomanip>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ringcap/build_id_cache.hpp"
+#include "ringcap/records.hpp"
+#include "session.hpp"
+
+namespace ringcap {
+
+namespace {
+
+// <out>.<YYYYmmddHHMMSScc>, local time, as perf record --switch-output names its files.
+std::string timestamped(const std::string& out) {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    tm t{};
+    localtime_r(&ts.tv_sec, &t);
+    char when[32];
+    std::strftime(when, sizeof when, "%Y%m%d%H%M%S", &t);
+    uint64_t stamp = std::stoull(when) * 100 + uint64_t(ts.tv_nsec / 10000000);
+    // Two switches in one centisecond, or a file left by an earlier record: never overwrite one.
+    struct stat st{};
+    std::string name;
+    do {
+        name = out + "." + std::to_string(stamp++);
+    } while (::lstat(name.c_str(), &st) == 0);
+    return name;
+}
+
+}  // namespace
+
+uint64_t Session::max_size_tail() const {
+    // The feature block as it would be now, doubled (build-ids of what gets mapped meanwhile), plus
+    // LOST_SAMPLES for every event on every ring and a few round markers.
+    std::vector<BuildIdEntry> ids;
+    if (opts_.build_ids) ids = collect_build_ids(synthesized_dsos_);
+    const uint64_t features = file_output().tail_bytes(HostInfo::current(opts_.argv), specs_, ids);
+    const uint64_t lost = uint64_t(specs_.size()) * source_->rings().size() * sizeof(LostSamplesRecord);
+    return 2 * features + (64u << 10) + lost + 4 * kStagingAlign;
+}
+
+std::unique_ptr<FileSpace> Session::make_space(const RecordOutput& out) {
+    // With -z the data reaches the file at a few MB/s: preallocating 128 MiB ahead (so that O_DIRECT
+    // writes run inline at hundreds of MB/s) would only leave a killed capture's file that much bigger.
+    auto space = std::make_unique<FileSpace>(out.data_offset(),
+                                             out.file().inline_writes() && opts_.compression_level == 0);
+    if (opts_.max_size) {
+        const int done = done_fd_.get();
+        space->on_soft_limit([done] {
+            const uint64_t one = 1;
+            [[maybe_unused]] ssize_t n = ::write(done, &one, sizeof one);
+        });
+        limit_space(*space, out);
+    }
+    space->allocate_now(out.file().buffered_fd());
+    if (collectors_.size() > 1)
+        space->on_allocated([this] {
+            for (auto& c : collectors_) c->wake();
+        });
+    return space;
+}
+
+void Session::limit_space(FileSpace& space, const RecordOutput& out) {
+    // The data may end at `hard` and still leave room for what follows it. The record stops once the
+    // data passes `soft`: what is still in the rings and staging then fits below `hard` (with a small
+    // --max-size, half of the room at least; buffers beyond `hard` are counted, not written).
+    const uint64_t tail = max_size_tail();
+    const uint64_t hard = opts_.max_size > tail ? opts_.max_size - tail : 0;
+    if (hard < std::max(space.end(), out.data_offset()) + kStagingAlign)
+        throw Error("--max-size " + human_bytes(opts_.max_size) + " is too small: the header, the records of what " +
+                        "already runs and the features take " + human_bytes(space.end() + tail),
+                    2);
+    const uint64_t room = hard - out.data_offset();
+    const uint64_t soft = out.data_offset() + std::max(room / 2, room > headroom_ ? room - headroom_ : 0);
+    space.set_limit(soft, hard);
+}
+
+bool Session::switch_due() const {
+    switch (opts_.switch_output.mode) {
+        case SwitchOutput::Mode::Signal: return switch_wanted_;
+        case SwitchOutput::Mode::Size: return space_->end() - output_->data_offset() >= opts_.switch_output.bytes;
+        case SwitchOutput::Mode::Time:
+            return Clock::now() - file_started_ >= std::chrono::duration<double>(opts_.switch_output.seconds);
+        case SwitchOutput::Mode::None: break;
+    }
+    return false;
+}
+
+void Session::begin_switch() {
+    // The next file under a temporary name, its space allocated: the collectors write into it from
+    // their acknowledgement of the switch round on.
+    switch_wanted_ = false;
+    auto next = std::make_unique<FileOutput>(opts_.output, opts_.allow_direct, output_->attrs(), /*own_path=*/true);
+    if (opts_.compression_level > 0) next->set_crash_features(kAnchorFeatures);
+    next_space_ = make_space(*next);
+    next_output_ = std::move(next);
+    switch_round_ = rounds_ + 1;
+    for (auto& c : collectors_) c->request_switch(switch_round_, &next_output_->file(), next_space_.get());
+    round_ = switch_round_;
+    round_data_ = space_->end();
+    for (auto& c : collectors_) c->request_round(round_);
+}
+
+void Session::rotate() {
+    prev_output_.reset(static_cast<FileOutput*>(output_.release()));  // a file: rotation refuses -o -
+    prev_space_ = std::move(space_);
+    output_ = std::move(next_output_);
+    space_ = std::move(next_space_);
+    switched_round_ = switch_round_;
+    switch_round_ = 0;
+    anchors_.clear();  // offsets of the previous file
+    // Each file stands alone: the records of every live thread, map and the kernel again. Their
+    // time is 0, so perf orders them first although samples precede them in the file (no round
+    // marker is written before them).
+    write_start_records();
+    round_data_ = space_->end();
+    file_started_ = Clock::now();
+}
+
+void Session::rotation_step() {
+    if (!prev_output_) return;
+    for (const auto& c : collectors_)
+        if (!c->previous_settled()) return;
+    finish_previous();
+}
+
+void Session::finish_previous() {
+    // Every write to it completed: its data ends where its space ends, or after a failed write at
+    // the last whole record on disk.
+    FileOutput& out = *prev_output_;
+    uint64_t data_size = prev_space_->end() - out.data_offset();
+    uint64_t failed = UINT64_MAX;
+    for (const auto& c : collectors_) failed = std::min(failed, c->previous_failed_offset());
+    if (failed != UINT64_MAX) data_size = out.last_record_end(0, failed - out.data_offset());
+    // Its samples and time range: the collectors' counters at their switch (the time range starts
+    // again there). A collector that never switched (the record stopped first) wrote all into it.
+    if (samples_at_switch_.size() != collectors_.size()) samples_at_switch_.assign(collectors_.size(), 0);
+    uint64_t samples = 0;
+    RingCounters range;
+    std::set<std::string> dsos = synthesized_dsos_;
+    for (size_t i = 0; i < collectors_.size(); ++i) {
+        const auto sp = collectors_[i]->switch_point();
+        const CollectorSnapshot counters = sp.round == switched_round_ ? sp.counters : collectors_[i]->snapshot();
+        RingCounters total;
+        for (const auto& r : counters.rings) total += r.ring;
+        samples += total.samples - samples_at_switch_[i];
+        samples_at_switch_[i] = total.samples;
+        range += total;
+        dsos.insert(sp.dsos.begin(), sp.dsos.end());
+    }
+    const RecordSnapshot snap = snapshot();
+    const CompressionFeature comp = compression_feature(&snap);
+    const SampleTimeRange times{range.first_time, range.last_time};
+    const std::vector<BuildIdEntry> build_ids = opts_.build_ids ? collect_build_ids(dsos) : std::vector<BuildIdEntry>{};
+    const std::string feature_error =
+        out.finish(data_size, HostInfo::current(opts_.argv), specs_, opts_.build_ids ? &build_ids : nullptr,
+                   opts_.compression_level > 0 ? &comp : nullptr, range.first_time ? &times : nullptr);
+    if (!feature_error.empty()) log_ << "ringcap: the header features were not written (" << feature_error << ")\n";
+    name_finished(out.file(), data_size, samples);
+    file_bytes_ += data_size;
+    if (opts_.build_id_cache && !build_ids.empty()) cache_build_ids(build_ids);
+    prev_output_.reset();
+    prev_space_.reset();
+    // Its name is free: the current file takes it.
+    output_->publish(crash_safe_end() - output_->data_offset());
+}
+
+void Session::name_finished(OutputFile& file, uint64_t data_size, uint64_t samples) {
+    const std::string name = timestamped(opts_.output);
+    file.rename_to(name);
+    files_.push_back(name);
+    log_ << "ringcap: [ dump " << name << " ] " << human_bytes(data_size) << " of data";
+    // With -z the counts at the switch are ahead of the compressed stream by what was being encoded.
+    if (opts_.compression_level == 0) log_ << ", " << samples << " samples";
+    log_ << "\n";
+    const size_t keep = opts_.switch_output.max_files;
+    while (keep && files_.size() > keep) {
+        if (::unlink(files_.front().c_str()) == 0)
+            log_ << "ringcap: removed " << files_.front() << " (--switch-max-files " << keep << ")\n";
+        else
+            log_ << "ringcap: warning: cannot remove " << files_.front() << ": " << errno_text(errno) << "\n";
+        files_.erase(files_.begin());
+    }
+}
+
+}  // namespace ringcap

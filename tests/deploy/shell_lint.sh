@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# bash -n and shellcheck on the Slurm prolog/epilog and the packaging scripts.
+# Exit 77 (skipped) without shellcheck, after bash -n.
+set -u
+src="$1"
+files=("$src/deploy/slurm/prolog.sh" "$src/deploy/slurm/epilog.sh" "$src/scripts/package" "$src/scripts/test-package"
+       "$src/tests/deploy/systemd_verify.sh" "$src/tests/deploy/shell_lint.sh" "$src/tests/deploy/slurm_test.sh"
+       "$src/tests/deploy/deb_check.sh")
+fail=0
+for f in "${files[@]}"; do bash -n "$f" || { echo "FAIL: bash -n $f"; fail=1; }; done
+[ "$fail" -eq 0 ] || exit 1
+echo "bash -n: ${#files[@]} files OK"
+if ! command -v shellcheck >/dev/null; then
+  echo "SKIP: shellcheck not installed (apt-get install shellcheck; scripts/bootstrap --tests does)"
+  exit 77
+fi
+shellcheck "${files[@]}" || exit 1
+echo "shellcheck: OK"
