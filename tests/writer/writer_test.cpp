@@ -669,7 +669,7 @@ TEST_CASE("Writer switch_to: buffers after a switch go to the next file, writes 
     CHECK(next_space.end() == kDataOffset + 2 * kBuf);
 }
 
-TEST_CASE("Writer under a hard size limit refuses the buffers beyond it and counts them; the soft one fires once",
+TEST_CASE("Writer under a hard size limit refuses the buffers beyond it and counts them, the soft one fires once",
           "[writer][rotation]") {
     Rig r(Backend::Epoll, kBuf, 8);
     int soft_calls = 0;
