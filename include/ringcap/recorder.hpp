@@ -82,6 +82,8 @@ struct RecordSummary : RecordSnapshot {
     std::vector<CollectorSummary> collectors;
     std::string command_status;  // what became of the recorded command ("exited with status 3")
     std::string error;           // why the record failed while running (a write error), or ""
+    uint64_t unwritten_bytes = 0;  // data that did not reach its destination (a write error, a pipe's
+                                   // reader gone), beyond refused_bytes
     int exit_code = 0;           // the record's, or else the command's (as perf record)
 };
 

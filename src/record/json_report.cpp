@@ -21,7 +21,11 @@ std::string summary_json(const RecordSummary& s, int exit_code, const std::strin
     const bool unwritten = !s.error.empty();
     // --max-size: buffers refused once the file was full (their samples; with -z not countable).
     j["dropped"] = unwritten || s.refused_compressed ? json(nullptr) : json(s.refused_samples);
-    j["unwritten_bytes"] = unwritten && s.total.bytes > s.file_bytes ? s.total.bytes - s.file_bytes : s.refused_bytes;
+    // Measured where the data stopped; else (a summary from elsewhere) estimated from what was read.
+    const uint64_t lost_bytes = s.unwritten_bytes ? s.unwritten_bytes
+                                : unwritten && s.total.bytes > s.file_bytes ? s.total.bytes - s.file_bytes
+                                                                           : 0;
+    j["unwritten_bytes"] = lost_bytes + s.refused_bytes;
     j["throttled"] = s.total.throttles;
     j["bytes"] = s.file_bytes;
     j["files"] = json::array();

@@ -209,6 +209,7 @@ int Session::run(RingSource& source, RecordSummary& sum) {
     sum.stop_reason = stop_reason_;
     sum.error = error_;
     sum.file_bytes = file_bytes_;
+    sum.unwritten_bytes = unwritten_bytes_;
     sum.files = rotating() ? files_ : std::vector<std::string>{opts_.output};
     if (!files_.empty()) sum.path = files_.back();
     sum.o_direct = output_->file().o_direct();
@@ -414,7 +415,11 @@ void Session::finish() {
              << space_->end() - data_offset - data_size
              << " bytes not written); the file is valid up to there. The counts below are of what was read from "
                 "the rings; not all of it reached the file\n";
-    file_bytes_ = output_->data_kept(file_bytes_);  // a pipe whose reader went away took less
+    if (error) unwritten_bytes_ += space_->end() - data_offset - data_size;
+    // A pipe whose reader went away took less.
+    const uint64_t kept = output_->data_kept(file_bytes_);
+    unwritten_bytes_ += file_bytes_ - kept;
+    file_bytes_ = kept;
     if (error_.empty()) error_ = output_->error();
     if (!feature_error.empty()) log_ << "ringcap: the header features were not written (" << feature_error << ")\n";
     if (rotating()) {

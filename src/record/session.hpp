@@ -114,6 +114,7 @@ private:
     std::vector<uint64_t> event_lost_samples_;
     uint64_t lost_samples_ = 0;
     uint64_t file_bytes_ = 0;
+    uint64_t unwritten_bytes_ = 0;  // data that did not reach the file or the pipe's reader
     int write_error_ = 0;  // a write of the session's own failed
     Clock::time_point t0_{};
     std::optional<Clock::time_point> deadline_;

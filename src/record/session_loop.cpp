@@ -82,6 +82,9 @@ void Session::wait_for_stop() {
             return;
         }
         if (std::string why = output_->stop_reason(); !why.empty()) {  // -o -: the reader
+            // Said now: sending what was captured may take a while yet with a slow reader.
+            clear_status();
+            log_ << "ringcap: stopping: " << why << "\n" << std::flush;
             stop_reason_ = std::move(why);
             return;
         }

@@ -169,10 +169,12 @@ TEST_CASE("pipe mode: refused with --json -, and on a terminal", "[pipe]") {
 TEST_CASE("pipe mode with a slow reader: beyond --pipe-backlog the record stops, exit 1, every sample delivered", "[pipe]") {
     const std::string perf = require_kernel_and_perf();
     TempFile err("pipe-err");
-    // dwarf stacks make 8 KB samples: 4 MiB of backlog build up long before the reader starts; the
-    // reader's delay only makes it slow, nothing here waits on it.
+    // A reader that reads nothing until ringcap says it stops: the backlog grows (a busy loop with
+    // dwarf stacks: 8 KB samples) until it passes 4 MiB, whatever the machine's speed. Then the reader
+    // takes everything.
     auto r = bash("timeout 120 " + kRingcap + " record -a --call-graph dwarf -F 1000 --duration 60 --pipe-backlog 4M -o - 2>" +
-                  err.path + " | (sleep 3; " + perf + " script -i - -F event 2>/dev/null | grep -c cpu-clock)" +
+                  err.path + " -- sh -c \"while :; do :; done\" | (until grep -q \"stopping: the pipe reader could not keep up\" " +
+                  err.path + "; do sleep 0.05; done; " + perf + " script -i - -F event 2>/dev/null | grep -c cpu-clock)" +
                   "; echo status ${PIPESTATUS[0]}");
     const std::string log = read_file(err.path);
     INFO(log << r.output);
