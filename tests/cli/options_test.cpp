@@ -5,18 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "args.hpp"
 #include "ringcap/options.hpp"
 
 using namespace ringcap;
-
-namespace {
-std::vector<std::string> split(const std::string& s) {
-    std::istringstream in(s);
-    std::vector<std::string> v;
-    for (std::string w; in >> w;) v.push_back(w);
-    return v;
-}
-}  // namespace
 
 TEST_CASE("record options follow perf record", "[cli]") {
     auto o = parse_record_args(split("-a -e cpu-clock,task-clock,page-faults -F 2000 -m 256 -o out.data --duration 1.5 -v"));
