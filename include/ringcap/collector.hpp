@@ -30,6 +30,8 @@ struct CollectorConfig {
     size_t events = 0;               // events in the record (per-event counters)
     bool track_dsos = false;         // remember the ELF files mapped executable (BUILD_ID feature)
     int realtime_priority = 0;       // -r: SCHED_FIFO for the collector's thread (0 = normal)
+    int nice = 0;                    // --collector-nice, unless -r: the thread's (and its encoder's) nice (0 = as is)
+    bool nice_required = false;      // a refused nice is an error (given), else noted (the default)
     double tick_seconds = 0.5;       // idle flush; bounds what a crash loses to about this much
     int compression_level = 0;       // -z: zstd level of the encoder stage (0 = off: no encoder, no copy)
     // -z: per event index, the user-stack dump size to scrub past dyn_size (RingReader::set_stack_scrub);
@@ -94,6 +96,9 @@ public:
 
     const Loop& loop() const { return *loop_; }
     const std::string& fallback_reason() const { return fallback_reason_; }
+    // The nice value the thread runs at, and why not the configured one ("" if it is).
+    int nice() const { return nice_; }
+    const std::string& nice_refused() const { return nice_refused_; }
 
     // Sends the stream to `file`, at offsets from `space` (shared by the file's writers). Before arm().
     void attach(OutputFile& file, FileSpace& space);
@@ -176,6 +181,8 @@ private:
     std::unique_ptr<Loop> loop_;
     std::optional<Writer> writer_;
     std::string fallback_reason_;
+    int nice_ = 0;
+    std::string nice_refused_;
     std::set<std::string> dsos_;
     bool track_dsos_ = false;
 

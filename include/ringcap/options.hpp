@@ -23,6 +23,10 @@ struct SwitchOutput {
     size_t max_files = 0;  // --switch-max-files: keep the newest N finished files (0 = all)
 };
 
+// The collectors' nice value unless --collector-nice says otherwise: with every CPU busy, a
+// collector at the workload's priority waits its turn while its rings fill (README, Performance).
+inline constexpr int kDefaultCollectorNice = -5;
+
 struct RecordOptions {
     // Target
     bool all_cpus = false;                  // -a
@@ -55,6 +59,8 @@ struct RecordOptions {
     bool build_id_cache = true;             // -N/--no-buildid-cache: leave ~/.debug alone
     int compression_level = 0;              // -z[N], --compression-level[=N]: zstd level (0 = off)
     int realtime_priority = 0;              // -r: SCHED_FIFO priority for the collector (0 = normal)
+    int collector_nice = kDefaultCollectorNice;  // --collector-nice: the collectors' and encoders' nice
+    bool collector_nice_given = false;      // given: a refusal is an error; the default is best effort
     Backend backend = Backend::Auto;        // --backend uring|epoll (auto: io_uring, else epoll)
     std::string threads;                    // --threads[=N|cpu|core|package|numa]: collectors ("" = one)
 

@@ -85,4 +85,10 @@ void ensure_fd_limit(size_t fds);
 // SCHED_FIFO at `priority` for the calling thread (-r). Throws Error saying what it needs.
 void set_realtime_priority(int priority);
 
+// The calling thread's nice value (per thread on Linux; threads it starts inherit it). 0, or the
+// errno of the refusal: a value below the current one needs CAP_SYS_NICE or RLIMIT_NICE.
+int set_thread_nice(int nice);
+// The calling thread's nice value.
+int thread_nice();
+
 }  // namespace ringcap

@@ -35,6 +35,9 @@ const char* const kRecordUsage =
     "      --wakeup-events N    wake the collector every N samples\n"
     "      --wakeup-watermark B wake the collector every B bytes (default: a quarter of the ring)\n"
     "  -r, --realtime PRIO      run the collector with SCHED_FIFO priority PRIO (as perf record -r)\n"
+    "      --collector-nice N   nice value of the collector and encoder threads, -20..19 (default -5\n"
+    "                           when allowed: root or CAP_SYS_NICE, and unless ringcap was started\n"
+    "                           with a nice value of its own, which they then keep)\n"
     "      --backend uring|epoll  event loop (default: io_uring, epoll if io_uring is unavailable)\n"
     "      --threads[=SPEC]     collector threads: a number, or one per cpu (the default of --threads\n"
     "                           alone), core, package or numa node; default one (see README)\n"
@@ -184,6 +187,15 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
             uint64_t n = parse_u64(a, value());
             if (n < 1 || n > 99) bad("-r needs a SCHED_FIFO priority between 1 and 99");
             o.realtime_priority = int(n);
+        } else if (a == "--collector-nice") {
+            const std::string v = value();
+            errno = 0;
+            char* end = nullptr;
+            const long n = std::strtol(v.c_str(), &end, 10);
+            if (v.empty() || errno || *end || n < -20 || n > 19)
+                bad("--collector-nice needs a nice value between -20 and 19, got '" + v + "'");
+            o.collector_nice = int(n);
+            o.collector_nice_given = true;
         } else if (a == "--threads") {
             // perf's flag: --threads alone is one collector per CPU. perf takes the value only after
             // '='; a separate value that can only be a spec (a number, cpu, core, package, numa) is

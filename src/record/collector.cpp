@@ -1,5 +1,6 @@
 #include "ringcap/collector.hpp"
 
+#include <cerrno>
 #include <cstring>
 #include <ostream>
 #include <poll.h>
@@ -16,7 +17,17 @@ Collector::Collector(const CollectorConfig& cfg, std::span<const SourceRing> rin
                      std::ostream& log)
     : control_(control), log_(log), tick_seconds_(cfg.tick_seconds), events_(cfg.events),
       stack_scrub_(cfg.stack_scrub) {
-    if (cfg.realtime_priority) set_realtime_priority(cfg.realtime_priority);
+    // Before the encoder thread starts: it inherits the policy and the nice value.
+    if (cfg.realtime_priority) {
+        set_realtime_priority(cfg.realtime_priority);
+    } else if (cfg.nice != 0) {
+        if (const int err = set_thread_nice(cfg.nice); err != 0) {
+            nice_refused_ = "setpriority(" + std::to_string(cfg.nice) + "): " + errno_text(err) +
+                            (err == EACCES || err == EPERM ? " (a negative nice needs root or CAP_SYS_NICE, or RLIMIT_NICE)" : "");
+            if (cfg.nice_required) throw Error("--collector-nice " + std::to_string(cfg.nice) + ": " + nice_refused_);
+        }
+    }
+    nice_ = thread_nice();
     track_dsos_ = cfg.track_dsos;
     rings_.resize(rings.size());  // never resized again: the readers point at ids and events_
     for (size_t i = 0; i < rings.size(); ++i) {

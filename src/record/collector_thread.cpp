@@ -69,6 +69,8 @@ void CollectorThread::body() {
         collector_->watch_control(Source::Wake, wake_fd_.get());
         collector_->arm();
         fallback_reason_ = collector_->fallback_reason();
+        nice_ = collector_->nice();
+        nice_refused_ = collector_->nice_refused();
         backend_ = collector_->loop().name();
         describe_ = collector_->loop().describe();
     } catch (...) {

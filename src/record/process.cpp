@@ -172,4 +172,15 @@ void set_realtime_priority(int priority) {
                     " (needs root or CAP_SYS_NICE)");
 }
 
+int set_thread_nice(int nice) {
+    // PRIO_PROCESS with the thread's id: Linux applies it to that thread only, not to the process.
+    return ::setpriority(PRIO_PROCESS, ::gettid(), nice) == 0 ? 0 : errno;
+}
+
+int thread_nice() {
+    errno = 0;
+    const int n = ::getpriority(PRIO_PROCESS, ::gettid());  // -1 is a nice value too: errno tells
+    return errno == 0 ? n : 0;
+}
+
 }  // namespace ringcap

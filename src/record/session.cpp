@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include "ringcap/build_id_cache.hpp"
+#include "ringcap/process.hpp"
 #include "ringcap/records.hpp"
 
 namespace ringcap {
@@ -108,6 +109,7 @@ void Session::start_collectors(const RecordPlan& plan, const std::vector<perf_ev
     for (const auto& r : rings) cpus.push_back(r.cpu);
     const std::vector<int> online = online_cpus();
     const auto sizes = split_rings(opts_.threads, cpus);
+    const int inherited_nice = thread_nice();
     size_t first = 0;
     for (size_t n : sizes) {
         CollectorThread::Setup s;
@@ -121,6 +123,10 @@ void Session::start_collectors(const RecordPlan& plan, const std::vector<perf_ev
         s.config.events = specs_.size();
         s.config.track_dsos = opts_.build_ids;
         s.config.realtime_priority = opts_.realtime_priority;
+        // The default gives way to a priority ringcap was started with (nice, systemd's Nice=): the
+        // collectors keep that one.
+        s.config.nice = opts_.collector_nice_given || inherited_nice == 0 ? opts_.collector_nice : 0;
+        s.config.nice_required = opts_.collector_nice_given;
         s.config.compression_level = opts_.compression_level;
         if (opts_.compression_level > 0)
             for (const auto& a : attrs) s.config.stack_scrub.push_back(stack_dump_at_end(a));
@@ -206,6 +212,8 @@ int Session::run(RingSource& source, RecordSummary& sum) {
     static_cast<RecordSnapshot&>(sum) = snapshot();
     sum.path = opts_.output;
     sum.backend = collectors_.front()->backend();
+    sum.collector_nice = collectors_.front()->nice();
+    sum.collector_nice_refused = collectors_.front()->nice_refused();
     sum.stop_reason = stop_reason_;
     sum.error = error_;
     sum.file_bytes = file_bytes_;
@@ -235,7 +243,15 @@ void Session::print_setup(const RecordPlan& plan, size_t ring_pages) const {
     for (const auto& sp : specs_) events += sp.tracking ? 0 : 1;
     const size_t rings = source_->ring_count();
     log_ << "ringcap: backend " << collectors_.front()->describe() << "; " << collectors_.size()
-         << " collector(s) polling " << rings << " ring owner fd(s)\n"
+         << " collector(s) polling " << rings << " ring owner fd(s), ";
+    const auto& c = *collectors_.front();
+    if (opts_.realtime_priority) log_ << "SCHED_FIFO priority " << opts_.realtime_priority << "\n";
+    else if (c.nice_refused().empty())
+        log_ << "nice " << c.nice()
+             << (!opts_.collector_nice_given && c.nice() != opts_.collector_nice ? " (ringcap's own, which the default gives way to)" : "")
+             << "\n";
+    else log_ << "nice " << c.nice() << ": " << c.nice_refused() << "\n";
+    log_
          << "ringcap: " << rings << " ring(s) of " << ring_pages << " data pages ("
          << human_bytes(ring_pages * page_size()) << ") for " << events << " event(s), " << source_->describe() << "\n"
          << "ringcap: staging " << plan.staging_buffers() << " x " << human_bytes(plan.staging_buffer_bytes())

@@ -78,7 +78,11 @@ void print_summary(const RecordSummary& s, std::ostream& log) {
         if (s.tracking_lost)
             o << " and " << s.tracking_lost << " process/mapping record(s), so some names and symbols may be missing";
         o << ": the rings filled faster than they were drained. Use a bigger ring (-m), a lower rate (-F), "
-             "or fewer events.\n";
+             "or fewer events";
+        if (!s.collector_nice_refused.empty())
+            o << "; with every CPU busy the collector also waits its turn: it ran at nice " << s.collector_nice << ", not "
+              << kDefaultCollectorNice << " (" << s.collector_nice_refused << ")";
+        o << ".\n";
     }
     if (s.total.throttles > 0)
         o << "ringcap: WARNING: the kernel throttled sampling " << s.total.throttles

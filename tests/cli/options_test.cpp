@@ -33,6 +33,14 @@ TEST_CASE("record options follow perf record", "[cli]") {
     // As perf: a value only attached, so `-z sleep 1` records a command.
     CHECK(parse_record_args(split("-z sleep 1")).command == std::vector<std::string>{"sleep", "1"});
 
+    CHECK(o.collector_nice == -5);  // the default, best effort
+    CHECK_FALSE(o.collector_nice_given);
+    const auto n = parse_record_args(split("-a --collector-nice -10"));
+    CHECK(n.collector_nice == -10);
+    CHECK(n.collector_nice_given);
+    CHECK(parse_record_args(split("-a --collector-nice=0")).collector_nice == 0);
+    CHECK(parse_record_args(split("-a --collector-nice 19")).collector_nice == 19);
+
     auto d = parse_record_args(split("-C 0,2-3"));
     CHECK(d.events.size() == 1);
     CHECK(d.events[0].name == "cpu-clock:ppp");  // perf's default event without a hardware PMU
@@ -93,6 +101,10 @@ TEST_CASE("bad record command lines are refused with exit status 2", "[cli]") {
         "-a --max-size 0",           //
         "-a --max-size 10Q",         //
         "-a --switch-output=100M --max-size 50M",  // the record would stop before the first switch
+        "-a --collector-nice -21",   // nice values are -20..19
+        "-a --collector-nice 20",    //
+        "-a --collector-nice x",     //
+        "-a --collector-nice",       //
     };
     for (const char* line : bad) {
         INFO("args: '" << line << "'");

@@ -39,6 +39,7 @@ TEST_CASE("JSON summary: every field of schema 1 from a summary", "[json]") {
     s.cpus.push_back(r);
     s.events.push_back({"cpu-clock:ppp", 10, 3, 0});
     s.collectors.push_back({1, 0.25, 4096});
+    s.collector_nice = -5;
     const auto j = nlohmann::json::parse(summary_json(s, 0, ""));
     CHECK(j["version"] == kJsonSchemaVersion);
     CHECK(j["samples"] == 10);
@@ -54,6 +55,7 @@ TEST_CASE("JSON summary: every field of schema 1 from a summary", "[json]") {
     CHECK(j["cpus"][0] == nlohmann::json{{"cpu", 1}, {"samples", 10}, {"lost", 3}, {"bytes", 480}});
     CHECK(j["events"][0] == nlohmann::json{{"name", "cpu-clock:ppp"}, {"samples", 10}, {"lost", 3}});
     CHECK(j["collectors"][0] == nlohmann::json{{"cpu_s", 0.25}, {"bytes", 4096}, {"rings", 1}});
+    CHECK(j["collector_nice"] == -5);
     CHECK(j["compression"].is_null());
 
     // A write error: what was read but not written is known in bytes, not samples.

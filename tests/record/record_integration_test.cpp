@@ -3,7 +3,11 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "tools.hpp"
 
@@ -103,5 +107,78 @@ TEST_CASE("at the maximum rate the file stays in stream order (tick flushes betw
         INFO(stats.output);
         CHECK(stats.ok());
         CHECK(stats.count("SAMPLE") == summary_value(rec.output, "samples"));
+    }
+}
+
+namespace {
+
+// The nice value (field 19) of each task in /proc/PID/task/TID/stat lines, io_uring's own workers
+// (iou-wrk-*, which take their submitter's nice) left out.
+std::vector<int> thread_nices(const std::string& stat_lines) {
+    std::vector<int> nices;
+    std::istringstream in(stat_lines);
+    for (std::string line; std::getline(in, line);) {
+        const size_t open = line.find('('), paren = line.rfind(')');  // the name may hold spaces
+        if (open == std::string::npos || paren == std::string::npos) continue;
+        if (line.compare(open + 1, 4, "iou-") == 0) continue;
+        std::istringstream f(line.substr(paren + 2));
+        std::string field;
+        for (int i = 3; i <= 19 && f >> field; ++i)
+            if (i == 19) nices.push_back(std::stoi(field));
+    }
+    return nices;
+}
+
+std::string testing_join(const std::vector<int>& v) {
+    std::string s;
+    for (int n : v) {
+        if (!s.empty()) s += ' ';
+        s += std::to_string(n);
+    }
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("collector and encoder threads run at nice -5 while the main thread and the command keep the workload nice", "[record][integration]") {
+    require_kernel();
+    if (geteuid() != 0) skip_test("a negative nice value needs root (CAP_SYS_NICE)");
+    TempDir dir("nice");
+    // The command runs once the collectors are armed: it reads the nice values of ringcap's threads
+    // ($PPID), then its own.
+    const std::string cmd = " -- sh -c 'cat /proc/$PPID/task/*/stat > " + dir.path + "/threads; cat /proc/self/stat > " +
+                            dir.path + "/self'";
+    struct Case {
+        std::string prefix, flags;
+        int started_at;  // ringcap's own nice, and so its main thread's and the command's
+        int want;        // the collectors' (and encoders')
+        size_t threads;  // how many tasks run at `want`; 0: all of them
+    };
+    const Case cases[] = {
+        {"", "", 0, -5, 1},
+        {"", "-z --threads 2", 0, -5, 4},  // two collectors, an encoder each
+        {"", "--collector-nice 3", 0, 3, 1},
+        {"", "--collector-nice 0", 0, 0, 0},
+        {"", "-r 5", 0, 0, 0},                                   // SCHED_FIFO instead
+        {"nice -n 4 ", "", 4, 4, 0},                             // the operator's priority wins over the default
+        {"nice -n 4 ", "--collector-nice -2", 4, -2, 1},         // but not over the flag
+    };
+    for (const auto& c : cases) {
+        INFO(c.prefix << "ringcap record " << c.flags);
+        const std::string json = dir.path + "/j.json";
+        auto r = run_command(c.prefix + kRingcap + " record -a -F 100 -q " + c.flags + " -o " + dir.path +
+                             "/p.data --json " + json + cmd + " 2>&1");
+        INFO(r.output);
+        REQUIRE(r.status == 0);
+        const auto nices = thread_nices(read_file(dir.path + "/threads"));
+        const auto self = thread_nices(read_file(dir.path + "/self"));
+        INFO("nice values of ringcap's tasks, main thread first: " << testing_join(nices));
+        REQUIRE(self.size() == 1);
+        CHECK(self[0] == c.started_at);  // the command
+        REQUIRE(nices.size() >= 2);
+        CHECK(nices[0] == c.started_at);  // the main thread
+        const auto at = size_t(std::count(nices.begin(), nices.end(), c.want));
+        CHECK(at == (c.threads ? c.threads : nices.size()));
+        CHECK(nlohmann::json::parse(read_file(json))["collector_nice"] == c.want);
     }
 }

@@ -182,7 +182,7 @@ TEST_CASE("a user without privileges at perf_event_paranoid=2 records its comman
     const std::string out = d.path + "/perf.data";
     TempFile log("user-log");
     chmod(log.path.c_str(), 0666);
-    Running r = spawn({"record", "-F", "1000", "-o", out, "--", RINGCAP_WORKLOAD, "300"}, log.path, [] {
+    Running r = spawn({"record", "-v", "-F", "1000", "-o", out, "--", RINGCAP_WORKLOAD, "300"}, log.path, [] {
         if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(126);
     });
     const int rc = wait_exit(r);
@@ -193,11 +193,35 @@ TEST_CASE("a user without privileges at perf_event_paranoid=2 records its comman
     CHECK(text.find("allows this user user-space samples only: recording them") != std::string::npos);
     CHECK(text.find("event cpu-clock:pppu: samples ") != std::string::npos);  // perf's naming
     CHECK(summary_value(text, "samples") > 0);
+    // The collector's default nice is out of reach: it says so (-v) and records at the workload's.
+    CHECK(text.find("nice 0: setpriority(-5): Permission denied (EACCES) (a negative nice needs root or "
+                    "CAP_SYS_NICE, or RLIMIT_NICE)") != std::string::npos);
     // perf reads a file owned by another user only with -f.
     auto rep = run_command(perf + " report -f --stats -i " + out + " 2>&1");
     INFO(rep.output);
     CHECK(rep.status == 0);
     CHECK(rep.output.find("failed to process") == std::string::npos);
+}
+
+TEST_CASE("a --collector-nice below what the user may set is refused (exit 2) with what it needs", "[unattended]") {
+    require_kernel();
+    if (getuid() != 0) skip_test("needs root to switch to another user");
+    Sysctl paranoid("kernel/perf_event_paranoid", "2");
+    TempDir d("open", 0777);
+    TempFile log("user-log");
+    chmod(log.path.c_str(), 0666);
+    Running r = spawn({"record", "--collector-nice", "-3", "-o", d.path + "/perf.data", "--", "true"}, log.path, [] {
+        if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(126);
+    });
+    const int rc = wait_exit(r);
+    const std::string text = read_file(log.path);
+    INFO(text);
+    REQUIRE(rc != 126);
+    CHECK(rc == 2);
+    CHECK(text.find("--collector-nice -3: setpriority(-3): Permission denied (EACCES) (a negative nice needs root "
+                    "or CAP_SYS_NICE, or RLIMIT_NICE)") != std::string::npos);
+    struct stat st{};
+    CHECK(stat((d.path + "/perf.data").c_str(), &st) != 0);  // nothing left behind
 }
 
 TEST_CASE("a closed stderr does not end a capture", "[unattended]") {
