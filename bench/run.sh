@@ -2,6 +2,9 @@
 # Head-to-head benchmark: `perf record` vs `ringcap record`.
 #
 #   bench/run.sh [--quick] [--runs N] [--duration S] [--mmap PAGES] [--only LIST] [--raw] [--keep DIR]
+#                [--perf-nice N] [--ringcap-flags "FLAGS"]
+#   (--perf-nice runs perf record under `nice -n N`, e.g. -5 = the priority ringcap gives its
+#    collectors by default; --ringcap-flags adds FLAGS to every ringcap record, e.g. "--collector-nice 0")
 #   (--only takes workload numbers, e.g. 1,4: 1 busy 10 kHz, 2 busy 40 kHz, 3 idle max rate,
 #    4 context-switch storm, 5 the same with the sched:sched_switch tracepoint, 6 and 7 = 1 and 2
 #    with each tool's default ring size, 8 the synthetic many-ring benchmark, ringcap only,
@@ -63,6 +66,10 @@ RINGCAP_TRACEPOINTS=${RINGCAP_TRACEPOINTS:-auto}
 # build-id pass over the file at the end, which ringcap does not do (perf's cpu_s and maxrss_MB
 # include that pass, and perf -a also synthesizes every task's COMM/MMAP records at the start).
 PERF_EXTRA=""
+# perf record under `nice -n PERF_NICE` (--perf-nice); empty = perf as people run it. ringcap's
+# collector and encoder threads run at nice -5 by default (--collector-nice).
+PERF_NICE=""
+RINGCAP_FLAGS=""  # --ringcap-flags: extra flags for every ringcap record
 # ------------------------------------------------------------------------------------------------
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -73,7 +80,7 @@ KEEP=""
 ONLY="1,2,3,4,5,6,7,8,9,10,11,12,13"
 QUICK=0
 
-usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUICK=1; RUNS=1; DURATION=1 ;;
@@ -83,6 +90,8 @@ while [ $# -gt 0 ]; do
         --mmap) MMAP=$2; shift ;;
         --raw) RAW=1 ;;
         --keep) KEEP=$2; shift ;;
+        --perf-nice) PERF_NICE=$2; shift ;;
+        --ringcap-flags) RINGCAP_FLAGS=$2; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "run.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
     esac
@@ -215,8 +224,9 @@ run_one() {
     local -a cmd
     if [ "$tool" = perf ]; then
         cmd=("$PERF" record -q $PERF_EXTRA -o "$out" "${RING_FLAG[@]}" "$@" -- sleep "$DURATION")
+        [ -n "$PERF_NICE" ] && cmd=(nice -n "$PERF_NICE" "${cmd[@]}")
     else
-        cmd=("$RINGCAP" record -o "$out" "${RING_FLAG[@]}" "${RINGCAP_EXTRA[@]}" "$@" -- sleep "$DURATION")
+        cmd=("$RINGCAP" record -o "$out" "${RING_FLAG[@]}" "${RINGCAP_EXTRA[@]}" $RINGCAP_FLAGS "$@" -- sleep "$DURATION")
     fi
     echo "${cmd[*]}" >"$log"
     local status=0
@@ -418,6 +428,8 @@ echo "ringcap source: $RINGCAP_SOURCE"
 echo "kernel.perf_event_max_sample_rate=$(max_rate), perf_event_paranoid=$(cat /proc/sys/kernel/perf_event_paranoid), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "output files in $WORK ($fs_type); each collector runs as: TOOL record -a -m $MMAP EVENTS -o FILE -- sleep $DURATION (perf with -q)"
 [ -n "$PERF_EXTRA" ] && echo "perf extra flags: $PERF_EXTRA"
+echo "priority: ringcap's collectors at nice -5 unless its flags say otherwise (--collector-nice); perf record at nice ${PERF_NICE:-0}"
+[ -n "$RINGCAP_FLAGS" ] && echo "ringcap extra flags: $RINGCAP_FLAGS"
 echo "counting: perf report --stats (SAMPLE, per-event LOST_SAMPLES) and perf script --show-lost-events (LOST records)"
 echo "callchains in workloads 1-2: ${CALLGRAPH:-none}; workload 5 ($SCHED_EVENT): $([ "$RINGCAP_TRACEPOINTS" = 1 ] && echo "both tools" || echo "perf only")"
 [ "$QUICK" = 1 ] && echo "QUICK smoke mode: $RUNS run(s) each, ${DURATION} s"
