@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <poll.h>
+#include <sstream>
 #include <unistd.h>
 
 #include "ringcap/records.hpp"
@@ -98,6 +99,7 @@ void Session::wait_for_stop() {
         } catch (const Error& e) {
             // The next file could not be created or the previous one finished: stop, keeping what
             // is in the current one.
+            clear_status();
             log_ << "ringcap: ERROR: rotating the output failed: " << e.what() << "\n";
             error_ = std::string("rotating the output failed: ") + e.what();
             rotation_failed_ = true;
@@ -206,7 +208,12 @@ bool Session::replace_ring(size_t ring) {
 }
 
 void Session::follow_hotplug() {
-    hotplug_.check(*source_, *output_, log_, [this](size_t ring) { return replace_ring(ring); });
+    std::ostringstream said;  // on a line of its own, not after the status line
+    hotplug_.check(*source_, *output_, said, [this](size_t ring) { return replace_ring(ring); });
+    if (said.tellp() > 0) {
+        clear_status();
+        log_ << said.str() << std::flush;
+    }
 }
 
 }  // namespace ringcap

@@ -169,6 +169,7 @@ void Session::finish_previous() {
     const std::string feature_error =
         out.finish(data_size, HostInfo::current(opts_.argv), specs_, opts_.build_ids ? &build_ids : nullptr,
                    opts_.compression_level > 0 ? &comp : nullptr, range.first_time ? &times : nullptr);
+    clear_status();  // what follows goes on lines of its own
     if (!feature_error.empty()) log_ << "ringcap: the header features were not written (" << feature_error << ")\n";
     name_finished(out.file(), data_size, samples);
     file_bytes_ += data_size;

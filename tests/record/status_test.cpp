@@ -50,3 +50,25 @@ TEST_CASE("quiet (-q) prints nothing on success and the reason on failure", "[st
     CHECK(text.find("ringcap: ERROR: writing") != std::string::npos);
     CHECK(text.find("samples=") == std::string::npos);  // no summary
 }
+
+TEST_CASE("status line: a file dumped by --switch-output is said on a line of its own", "[status][rotation]") {
+    require_kernel();
+    if (run_command("command -v script >/dev/null 2>&1").status != 0)
+        skip_test("script (util-linux) is not installed: cannot give ringcap a terminal");
+    TempDir dir("status-rot");
+    TempFile typescript("status-rot-tty");
+    const std::string cmd = kRingcap + " record -a -F 1000 -o " + dir.path + "/perf.data --duration 3.5 --switch-output=1s";
+    REQUIRE(run_command("script -qec '" + cmd + "' " + typescript.path + " >/dev/null 2>&1").status == 0);
+    const std::string tty = read_file(typescript.path);
+    INFO(tty);
+    size_t dumps = 0, status_lines = 0;
+    for (size_t at = tty.find("ringcap: [ dump "); at != std::string::npos; at = tty.find("ringcap: [ dump ", at + 1)) {
+        ++dumps;
+        // At the start of a line: after a newline, or after the status line was erased ("\r\x1b[K").
+        const bool own_line = at == 0 || tty[at - 1] == '\n' || (at >= 4 && tty.compare(at - 4, 4, "\r\x1b[K") == 0);
+        CHECK(own_line);
+    }
+    for (size_t at = tty.find(" samples/s "); at != std::string::npos; at = tty.find(" samples/s ", at + 1)) ++status_lines;
+    CHECK(dumps >= 3);           // one a second, and the last at the end
+    CHECK(status_lines >= 2);    // the status line kept coming back between the dumps
+}
