@@ -76,6 +76,7 @@ struct CollectorSnapshot {
     LoopStats loop;
     WriterStats writer;
     EncoderStats encoder;             // -z
+    uint64_t samples_placed = 0;      // -z: samples in the compressed records sent to the file so far
     uint64_t hangups = 0;             // fds retired after POLLHUP/POLLERR
     uint64_t waits_after_hangup = 0;  // loop waits once every ring had hung up (bounded: no spin)
     uint64_t ring_bytes = 0;          // ring memory mapped
@@ -183,6 +184,7 @@ private:
     std::string fallback_reason_;
     int nice_ = 0;
     std::string nice_refused_;
+    uint64_t samples_placed_ = 0;  // -z: in the order the file gets them (a rotation's boundary)
     std::set<std::string> dsos_;
     bool track_dsos_ = false;
 

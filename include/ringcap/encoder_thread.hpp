@@ -56,6 +56,7 @@ public:
     struct Done {
         uint32_t input;                      // the staging buffer, free to release
         std::span<const std::byte> records;  // valid until pop_done()
+        uint64_t samples;                    // PERF_RECORD_SAMPLEs compressed into them
     };
     // The oldest buffer that is done, if any; pop_done() takes it back.
     std::optional<Done> done() const;
@@ -74,6 +75,7 @@ private:
         StagingBuffer in{};
         std::unique_ptr<std::byte[]> area;
         std::span<const std::byte> records;
+        uint64_t samples = 0;
     };
     ZstdEncoder encoder_;
     std::vector<Slot> slots_;

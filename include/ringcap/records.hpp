@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <linux/perf_event.h>
 #include <vector>
 
@@ -101,6 +102,19 @@ void append_padding(std::vector<std::byte>& out, size_t n);
 
 inline perf_event_header finished_round_record() {
     return perf_event_header{kRecordFinishedRound, 0, sizeof(perf_event_header)};
+}
+
+// Records of `type` among the whole records in [p, p + len) (a staging buffer's; padding included).
+inline uint64_t count_records(const std::byte* p, size_t len, uint32_t type) {
+    uint64_t n = 0;
+    for (size_t pos = 0; pos + sizeof(perf_event_header) <= len;) {
+        perf_event_header h;
+        std::memcpy(&h, p + pos, sizeof h);
+        if (h.size < sizeof h) break;
+        n += h.type == type;
+        pos += h.size;
+    }
+    return n;
 }
 
 }  // namespace ringcap

@@ -5,6 +5,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "ringcap/records.hpp"
+
 namespace ringcap {
 
 uint64_t compression_memory(int level, size_t staging_buffers, size_t staging_bytes) {
@@ -42,7 +44,7 @@ std::optional<EncoderThread::Done> EncoderThread::done() const {
     // ACQUIRE pairs with the thread's release of completed_: the slot's records are written.
     if (taken_ == completed_.load(std::memory_order_acquire)) return std::nullopt;
     const Slot& s = slots_[taken_ % slots_.size()];
-    return Done{s.in.index, s.records};
+    return Done{s.in.index, s.records, s.samples};
 }
 
 void EncoderThread::pop_done() { ++taken_; }
@@ -60,6 +62,9 @@ void EncoderThread::run() {
         if (stop_.load(std::memory_order_acquire)) return;
         Slot& s = slots_[next % slots_.size()];
         try {
+            // Counted here, off the drain path: which file a frame lands in is only known when the
+            // collector places it (per-file sample counts with rotation).
+            s.samples = count_records(s.in.data, s.in.len, PERF_RECORD_SAMPLE);
             s.records = encoder_.compress({s.in.data, s.in.len}, s.area.get());
         } catch (const std::exception& e) {
             // zstd allocated everything up front: only a bug gets here. Losing data silently is

@@ -166,6 +166,7 @@ void Collector::send_ready() {
         // Finished frames first, in order, while the encoded buffers have room (else after writes).
         while (const auto d = encoder_->done()) {
             if (!ZstdEncoder::place(d->records, *encoded_)) break;
+            samples_placed_ += d->samples;
             staging_->release(d->input);
             encoder_->pop_done();
         }
@@ -266,6 +267,7 @@ CollectorSnapshot Collector::snapshot() const {
         s.ring_bytes += r.src->ring.mapped_bytes();
     }
     s.events = events_;
+    s.samples_placed = samples_placed_;
     s.loop = loop_->stats();
     if (writer_) s.writer = writer_->stats();
     if (encoder_) s.encoder = encoder_->stats();

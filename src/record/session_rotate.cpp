@@ -157,8 +157,11 @@ void Session::finish_previous() {
         const CollectorSnapshot counters = sp.round == switched_round_ ? sp.counters : collectors_[i]->snapshot();
         RingCounters total;
         for (const auto& r : counters.rings) total += r.ring;
-        samples += total.samples - samples_at_switch_[i];
-        samples_at_switch_[i] = total.samples;
+        // With -z, drained samples may still be with the encoder at the switch: they go to the
+        // next file. What was placed in the output buffers by then is this file's.
+        const uint64_t at = opts_.compression_level > 0 ? counters.samples_placed : total.samples;
+        samples += at - samples_at_switch_[i];
+        samples_at_switch_[i] = at;
         range += total;
         dsos.insert(sp.dsos.begin(), sp.dsos.end());
     }
@@ -185,8 +188,7 @@ void Session::name_finished(OutputFile& file, uint64_t data_size, uint64_t sampl
     file.rename_to(name);
     files_.push_back(name);
     log_ << "ringcap: [ dump " << name << " ] " << human_bytes(data_size) << " of data";
-    // With -z the counts at the switch are ahead of the compressed stream by what was being encoded.
-    if (opts_.compression_level == 0) log_ << ", " << samples << " samples";
+    log_ << ", " << samples << " samples";
     log_ << "\n";
     const size_t keep = opts_.switch_output.max_files;
     while (keep && files_.size() > keep) {

@@ -107,14 +107,8 @@ void Writer::refuse(const StagingBuffer& b) {
     ++stats_.refused_buffers;
     stats_.refused_bytes += b.len;
     const std::byte* p = pool_.buffer(b.index);
-    for (size_t pos = 0; pos + sizeof(perf_event_header) <= b.len;) {
-        perf_event_header h;
-        std::memcpy(&h, p + pos, sizeof h);
-        if (h.size < sizeof h) break;
-        if (h.type == PERF_RECORD_SAMPLE) ++stats_.refused_samples;
-        else if (h.type == kRecordCompressed) ++stats_.refused_compressed;
-        pos += h.size;
-    }
+    stats_.refused_samples += count_records(p, b.len, PERF_RECORD_SAMPLE);
+    stats_.refused_compressed += count_records(p, b.len, kRecordCompressed);
     pool_.release(b.index);
 }
 

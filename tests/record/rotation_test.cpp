@@ -43,15 +43,30 @@ std::string unnamed_samples(const std::string& perf, const std::string& path) {
     return r.output;
 }
 
+// The sample count the dump line of `file` gives ("[ dump FILE ] 1.00 MiB of data, N samples"), or -1.
+long long dump_samples(const std::string& log, const std::string& file) {
+    const size_t at = log.find("[ dump " + file + " ]");
+    if (at == std::string::npos) return -1;
+    const size_t end = log.find('\n', at);
+    const std::string line = log.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    const size_t comma = line.rfind(", "), word = line.rfind(" samples");
+    if (comma == std::string::npos || word == std::string::npos || word < comma) return -1;
+    return std::stoll(line.substr(comma + 2, word - comma - 2));
+}
+
 }  // namespace
 
-TEST_CASE("switch-output by time under busy CPUs: each file stands alone, the files add up to the summary",
+TEST_CASE("switch-output by time under busy CPUs: each file stands alone, its dump line counts its samples, the files add up to the summary",
           "[rotation]") {
     const std::string perf = require_kernel_and_perf();
+    // With -z, what is still being compressed at a switch goes to the next file: the counts follow.
+    const bool z = GENERATE(false, true);
+    INFO((z ? "-z" : "uncompressed"));
     TempDir dir("rot");
     const std::string out = dir.path + "/perf.data", json = dir.path + "/summary.json";
     std::vector<std::string> args = {"record", "-a",           "-F", "4000", "-g", "--switch-output=1s", "--duration",
                                      "3.5",    "-o",           out,  "--json", json};
+    if (z) args.push_back("-z");
     args.insert(args.end(), kBusy.begin(), kBusy.end());
     const Running r = spawn(args, dir.path + "/log");
     const int rc = wait_exit(r);
@@ -71,6 +86,7 @@ TEST_CASE("switch-output by time under busy CPUs: each file stands alone, the fi
         CHECK(st.count("COMM") > 0);   // the records of what runs, in every file
         CHECK(st.count("MMAP2") > 0);
         samples += st.count("SAMPLE");
+        CHECK(dump_samples(log, f) == st.count("SAMPLE"));  // the dump line says what is in it
         CHECK(unnamed_samples(perf, f) == "");
         CHECK(perf_script_complaints(perf, f) == "");
         // Its own time range: perf script --time with percentages finds samples in it.
@@ -121,6 +137,7 @@ TEST_CASE("switch-output on SIGUSR2 with switch-max-files and -z: the newest fil
         CHECK(s.output == "");
         auto n = run_command(perf + " script -i " + f + " 2>/dev/null | wc -l");
         CHECK(std::stoll(n.output) > 0);
+        CHECK(dump_samples(log, f) == std::stoll(n.output));
     }
 }
 
