@@ -129,15 +129,6 @@ std::vector<int> thread_nices(const std::string& stat_lines) {
     return nices;
 }
 
-std::string testing_join(const std::vector<int>& v) {
-    std::string s;
-    for (int n : v) {
-        if (!s.empty()) s += ' ';
-        s += std::to_string(n);
-    }
-    return s;
-}
-
 }  // namespace
 
 TEST_CASE("collector and encoder threads run at nice -5 while the main thread and the command keep the workload nice", "[record][integration]") {
@@ -172,7 +163,7 @@ TEST_CASE("collector and encoder threads run at nice -5 while the main thread an
         REQUIRE(r.status == 0);
         const auto nices = thread_nices(read_file(dir.path + "/threads"));
         const auto self = thread_nices(read_file(dir.path + "/self"));
-        INFO("nice values of ringcap's tasks, main thread first: " << testing_join(nices));
+        INFO("nice values of ringcap's tasks, main thread first: " << Catch::Detail::stringify(nices));
         REQUIRE(self.size() == 1);
         CHECK(self[0] == c.started_at);  // the command
         REQUIRE(nices.size() >= 2);

@@ -54,6 +54,11 @@ struct MemoryCgroup {
     ~MemoryCgroup() { rmdir(dir.c_str()); }  // empty again once the child exited
 };
 
+// In the child before exec: the unprivileged user nobody (exit 126 if that fails).
+void become_nobody() {
+    if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(126);
+}
+
 }  // namespace
 
 TEST_CASE("devices and FIFOs given as -o are refused (exit 2) and never replaced", "[unattended]") {
@@ -182,9 +187,7 @@ TEST_CASE("a user without privileges at perf_event_paranoid=2 records its comman
     const std::string out = d.path + "/perf.data";
     TempFile log("user-log");
     chmod(log.path.c_str(), 0666);
-    Running r = spawn({"record", "-v", "-F", "1000", "-o", out, "--", RINGCAP_WORKLOAD, "300"}, log.path, [] {
-        if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(126);
-    });
+    Running r = spawn({"record", "-v", "-F", "1000", "-o", out, "--", RINGCAP_WORKLOAD, "300"}, log.path, become_nobody);
     const int rc = wait_exit(r);
     const std::string text = read_file(log.path);
     INFO(text);
@@ -210,9 +213,7 @@ TEST_CASE("a --collector-nice below what the user may set is refused (exit 2) wi
     TempDir d("open", 0777);
     TempFile log("user-log");
     chmod(log.path.c_str(), 0666);
-    Running r = spawn({"record", "--collector-nice", "-3", "-o", d.path + "/perf.data", "--", "true"}, log.path, [] {
-        if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(126);
-    });
+    Running r = spawn({"record", "--collector-nice", "-3", "-o", d.path + "/perf.data", "--", "true"}, log.path, become_nobody);
     const int rc = wait_exit(r);
     const std::string text = read_file(log.path);
     INFO(text);
