@@ -415,6 +415,23 @@ per_sample() {  # per_sample WL: medians of bytes/sample and cpu_s/sample per to
         }' "$RESULTS"
 }
 
+zstd_share() {  # zstd_share WL: ringcap's compression CPU alone per sample, against perf's whole CPU per sample
+    local z
+    z=$(grep -h '^ringcap: samples=' "$WORK/$1"-ringcap-*.log 2>/dev/null |
+        sed -n 's/.*samples=\([0-9]*\) .*compress_cpu_s=\([0-9.]*\).*/\1 \2/p' |
+        awk '$1 > 0 { print 1e6 * $2 / $1 }' | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2 }')
+    [ -n "$z" ] || return 0
+    awk -F'\t' -v wl="$1" -v z="$z" '
+        $1 == wl && $2 == "perf" && $12 == 1 && $5 > 0 { c[++n] = 1e6 * $8 / $5 }
+        END {
+            for (i = 2; i <= n; i++) { t = c[i]; j = i - 1; while (j >= 1 && c[j] > t) { c[j+1] = c[j]; j-- } c[j+1] = t }
+            m = n ? ((n % 2) ? c[(n+1)/2] : (c[n/2] + c[n/2+1]) / 2) : 0
+            printf "  of which ringcap'"'"'s zstd alone (encoder thread CPU / samples, median): %.2f us per captured sample", z
+            if (m > 0) printf " = %.3f x perf'"'"'s whole CPU per captured sample", z / m
+            printf "\n"
+        }' "$RESULTS"
+}
+
 flush_notes() {
     if [ -s "$NOTES" ]; then cat "$NOTES"; : >"$NOTES"; fi
 }
@@ -464,6 +481,7 @@ busy_workload() {
     if [ ${#BOTH_EXTRA[@]} -gt 0 ]; then
         per_sample "$wl"
         grep -h '^ringcap: compressed' "$WORK/$wl"-ringcap-*.log 2>/dev/null | sed 's/^ringcap: /  ringcap run: /' || true
+        zstd_share "$wl"
     fi
     # The size ringcap picked (perf's default is 128 data pages, its mlock default).
     if [ "$rings" = default ]; then

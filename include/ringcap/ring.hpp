@@ -137,12 +137,13 @@ public:
     // -z: per event index, the user-stack dump size of its samples (PERF_SAMPLE_STACK_USER as their
     // last field), or 0. The copies in staging then get the dump's unused end zeroed: the bytes past
     // dyn_size, which the kernel skips over (leftovers of older records; perf never reads them).
-    // They make a third of a busy dwarf capture; zeroed they cost zstd next to nothing.
+    // They make a third of a busy dwarf capture; zeroed they cost zstd next to nothing, and the
+    // copy skips them.
     void set_stack_scrub(std::span<const uint32_t> dump_sizes) { scrub_ = dump_sizes; }
 
 private:
     void copy_out(uint64_t from, std::byte* dst, uint64_t len) const;
-    void scrub_stacks(std::byte* p, uint64_t len) const;
+    void copy_scrubbed(uint64_t from, std::byte* dst, uint64_t len) const;
     uint64_t account(uint64_t start, uint64_t limit, uint64_t head);
 
     RingView view_;

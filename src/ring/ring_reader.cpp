@@ -110,29 +110,36 @@ void RingReader::note_mapping(uint64_t pos, const perf_event_header& hdr) {
     mmaps_->on_exec_mapping(name, cpumode == PERF_RECORD_MISC_KERNEL);
 }
 
-void RingReader::scrub_stacks(std::byte* p, uint64_t len) const {
-    // Whole records in [p, p + len). A sample ends {u64 size; char data[size]; u64 dyn_size}; the
-    // kernel may shrink size to keep the record under 64 KiB, so a record whose size field is not
-    // the requested one is left alone.
+void RingReader::copy_scrubbed(uint64_t from, std::byte* dst, uint64_t len) const {
+    // Whole records in [from, from + len), copied as they are except the unused end of each user-stack
+    // dump, which is zeroed instead of copied: a third of a busy dwarf capture that is then neither
+    // read from the ring nor written twice. A sample ends {u64 size; char data[size]; u64 dyn_size};
+    // the kernel may shrink size to keep the record under 64 KiB, so a record whose size field is not
+    // the requested one is copied whole. Positions and fields are 8-byte aligned (never split by the
+    // wrap); the zeroed range need not be.
+    uint64_t done = 0;  // [from, from + done) is in dst
     for (uint64_t at = 0; at + sizeof(perf_event_header) <= len;) {
-        perf_event_header h;
-        std::memcpy(&h, p + at, sizeof h);
-        if (h.size < sizeof h) return;
+        const auto h = load_at<perf_event_header>(view_.data, mask_, from + at);
+        // An impossible header (account() counted it): the rest is copied as it is.
+        if (h.size < sizeof h || h.size % 8 != 0 || at + h.size > len) break;
         if (h.type == PERF_RECORD_SAMPLE && ids_ && h.size >= field::kSampleIdentifier + 8) {
-            uint64_t id;
-            std::memcpy(&id, p + at + field::kSampleIdentifier, sizeof id);
-            const size_t ev = ids_->find(id);
+            const size_t ev = ids_->find(load_at<uint64_t>(view_.data, mask_, from + at + field::kSampleIdentifier));
             const uint64_t dump = ev < scrub_.size() ? scrub_[ev] : 0;
-            if (dump > 0 && h.size >= field::kSampleIdentifier + 8 + dump + 16) {
-                std::byte* end = p + at + h.size;
-                uint64_t size, dyn;
-                std::memcpy(&size, end - 16 - dump, sizeof size);
-                std::memcpy(&dyn, end - 8, sizeof dyn);
-                if (size == dump && dyn < dump) std::memset(end - 8 - dump + dyn, 0, dump - dyn);
+            if (dump > 0 && dump % 8 == 0 && h.size >= field::kSampleIdentifier + 8 + dump + 16) {
+                const uint64_t end = at + h.size;
+                const uint64_t size = load_at<uint64_t>(view_.data, mask_, from + end - 16 - dump);
+                const uint64_t dyn = load_at<uint64_t>(view_.data, mask_, from + end - 8);
+                if (size == dump && dyn < dump) {
+                    const uint64_t dead = end - 8 - dump + dyn;
+                    copy_out(from + done, dst + done, dead - done);
+                    std::memset(dst + dead, 0, dump - dyn);
+                    done = end - 8;
+                }
             }
         }
         at += h.size;
     }
+    copy_out(from + done, dst + done, len - done);
 }
 
 DrainResult RingReader::drain(StagingPool& staging) {
@@ -158,8 +165,10 @@ DrainResult RingReader::drain(StagingPool& staging) {
             staging.pad_current();
             continue;
         }
-        copy_out(pos, space.data(), end - pos);
-        if (!scrub_.empty()) scrub_stacks(space.data(), end - pos);
+        if (scrub_.empty())
+            copy_out(pos, space.data(), end - pos);
+        else
+            copy_scrubbed(pos, space.data(), end - pos);
         staging.commit(end - pos);
         pos = end;
     }
