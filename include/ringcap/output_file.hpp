@@ -64,4 +64,8 @@ private:
 // What to do about a write error (errno): " (the filesystem is full)", or "".
 std::string write_error_hint(int err);
 
+// Positional write of all of [buf, buf + len) to fd, through short writes and EINTR: 0, or the errno
+// (ENOSPC when the kernel writes nothing).
+int pwrite_full(int fd, const void* buf, size_t len, uint64_t offset);
+
 }  // namespace ringcap

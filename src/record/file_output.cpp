@@ -72,13 +72,15 @@ void FileOutput::refresh_header(uint64_t durable) {
 int FileOutput::write_block(uint64_t offset, const void* p, size_t len) {
     const bool direct = file_.o_direct() && offset % kStagingAlign == 0 && len % kStagingAlign == 0 &&
                         reinterpret_cast<uintptr_t>(p) % kStagingAlign == 0;
+    if (!direct) return pwrite_full(file_.buffered_fd(), p, len, offset);
     const char* b = static_cast<const char*>(p);
     while (len > 0) {
-        const ssize_t n = ::pwrite(direct ? file_.direct_fd() : file_.buffered_fd(), b, len, off_t(offset));
+        const ssize_t n = ::pwrite(file_.direct_fd(), b, len, off_t(offset));
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) return errno;
         if (n == 0) return ENOSPC;
-        if (direct && n % kStagingAlign != 0) return write_block(offset + uint64_t(n), b + n, len - size_t(n));
+        // A short O_DIRECT write that ends off a block boundary: the rest goes through the cache.
+        if (n % kStagingAlign != 0) return pwrite_full(file_.buffered_fd(), b + n, len - size_t(n), offset + uint64_t(n));
         b += n;
         len -= size_t(n);
         offset += uint64_t(n);

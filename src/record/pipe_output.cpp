@@ -135,17 +135,7 @@ void PipeOutput::refresh_header(uint64_t durable) {
 }
 
 int PipeOutput::write_block(uint64_t offset, const void* p, size_t len) {
-    const char* b = static_cast<const char*>(p);
-    while (len > 0) {
-        const ssize_t n = ::pwrite(file_.buffered_fd(), b, len, off_t(offset));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return errno;
-        if (n == 0) return ENOSPC;
-        b += n;
-        len -= size_t(n);
-        offset += uint64_t(n);
-    }
-    return 0;
+    return pwrite_full(file_.buffered_fd(), p, len, offset);
 }
 
 void PipeOutput::add_ids(size_t event_index, const std::vector<uint64_t>& ids) {

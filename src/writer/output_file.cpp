@@ -167,19 +167,25 @@ OutputFile::~OutputFile() {
     if (!tmp_path_.empty()) ::unlink(tmp_path_.c_str());  // never published: leave no trace
 }
 
-void OutputFile::pwrite_all(const void* buf, size_t len, uint64_t offset) const {
+int pwrite_full(int fd, const void* buf, size_t len, uint64_t offset) {
     const char* p = static_cast<const char*>(buf);
     while (len > 0) {
-        ssize_t n = ::pwrite(buffered_.get(), p, len, static_cast<off_t>(offset));
+        const ssize_t n = ::pwrite(fd, p, len, static_cast<off_t>(offset));
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            int err = n < 0 ? errno : EIO;
-            throw Error("writing '" + path_ + "' at offset " + std::to_string(offset) + ": " + errno_text(err), 1);
-        }
+        if (n < 0) return errno;
+        if (n == 0) return ENOSPC;
         p += n;
         len -= size_t(n);
         offset += uint64_t(n);
     }
+    return 0;
+}
+
+void OutputFile::pwrite_all(const void* buf, size_t len, uint64_t offset) const {
+    if (const int err = pwrite_full(buffered_.get(), buf, len, offset); err != 0)
+        throw Error("writing '" + path_ + "' at offset " + std::to_string(offset) + ": " + errno_text(err) +
+                        write_error_hint(err),
+                    1);
 }
 
 size_t OutputFile::pread_some(void* buf, size_t len, uint64_t offset) const {
