@@ -73,6 +73,8 @@ public:
     OutputFile& file() override { return file_; }
     const OutputFile& file() const override { return file_; }
     uint64_t data_offset() const override { return 0; }
+    // The streamer's nice value (best effort), the collectors' by default: set before publish().
+    void set_stream_nice(int nice) { stream_nice_ = nice; }
     // Starts the streamer: the head, then the data up to `data_size`.
     void publish(uint64_t data_size) override;
     // More data may be sent: up to `durable`.
@@ -97,6 +99,7 @@ public:
 
 private:
     void stream();  // the streamer thread
+    int stream_nice_ = 0;
     bool send_head();
     bool send_data(uint64_t end);
     bool wait_writable();

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ringcap/process.hpp"
 #include "ringcap/recorder.hpp"
 
 namespace ringcap {
@@ -209,6 +210,9 @@ bool PipeOutput::send_data(uint64_t end) {
 }
 
 void PipeOutput::stream() {
+    // Behind busy CPUs, a streamer at the workload's priority lets the backlog grow. Refused (no
+    // CAP_SYS_NICE), it stays at ringcap's own: the collectors' -v line already says why.
+    if (stream_nice_ != 0) (void)set_thread_nice(stream_nice_);
     // SIGPIPE is ignored for the whole record (SignalBlock): a gone reader is an EPIPE here.
     if (send_head()) {
         for (;;) {

@@ -330,6 +330,7 @@ void Session::write_start() {
                     write_error_hint(write_error_));
     // --max-size: now that the mapped files are known, the room their build-ids take.
     if (opts_.max_size) limit_space(*space_, *output_);
+    if (pipe_fd_ >= 0) static_cast<PipeOutput&>(*output_).set_stream_nice(collectors_.front()->nice());
     output_->publish(crash_safe_end() - output_->data_offset());
     if (!synth_.kernel_scanned) return;  // the source describes no real processes
     if (opts_.verbose)

@@ -172,4 +172,15 @@ TEST_CASE("collector and encoder threads run at nice -5 while the main thread an
         CHECK(at == (c.threads ? c.threads : nices.size()));
         CHECK(nlohmann::json::parse(read_file(json))["collector_nice"] == c.want);
     }
+
+    // Pipe mode: the streamer thread (started before the command) runs with the collector.
+    auto r = run_command("{ " + kRingcap + " record -a -F 100 -q -o -" + cmd + "; echo $? > " + dir.path +
+                         "/status; } | cat > /dev/null");
+    INFO(r.output);
+    REQUIRE(read_file(dir.path + "/status") == "0\n");
+    const auto nices = thread_nices(read_file(dir.path + "/threads"));
+    INFO("nice values of ringcap's tasks in pipe mode, main thread first: " << Catch::Detail::stringify(nices));
+    REQUIRE(nices.size() >= 3);
+    CHECK(nices[0] == 0);
+    CHECK(std::count(nices.begin(), nices.end(), -5) == 2);  // the collector and the streamer
 }
