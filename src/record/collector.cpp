@@ -36,9 +36,11 @@ Collector::Collector(const CollectorConfig& cfg, std::span<const SourceRing> rin
     }
     live_rings_ = rings_.size();
     staging_ = std::make_unique<StagingPool>(cfg.staging_buffer_bytes, cfg.staging_buffers);
+    staging_->prefault();  // the plan budgeted all of it; faults now cost nothing captured
     if (cfg.compression_level > 0) {
         encoded_ = std::make_unique<StagingPool>(encoded_buffer_bytes(cfg.staging_buffer_bytes),
                                                  encoded_buffer_count(cfg.staging_buffers));
+        encoded_->prefault();
         encoder_ = std::make_unique<EncoderThread>(cfg.compression_level, cfg.staging_buffer_bytes,
                                                   encoder_slots(cfg.staging_buffers));
     }

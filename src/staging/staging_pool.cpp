@@ -7,6 +7,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <sys/mman.h>
 
 #include "ringcap/records.hpp"
 
@@ -28,6 +29,16 @@ StagingPool::StagingPool(size_t buffer_size, size_t count) : buffer_size_(buffer
     }
     // Hand out low indices first so a quiet capture touches few buffers.
     for (size_t i = count; i-- > 0;) free_.push_back(static_cast<uint32_t>(i));
+}
+
+void StagingPool::prefault() {
+    for (auto* b : buffers_) {
+#ifdef MADV_POPULATE_WRITE
+        if (::madvise(b, buffer_size_, MADV_POPULATE_WRITE) == 0) continue;  // Linux 5.14: one call
+#endif
+        // Buffers are page-aligned whole pages; their bytes mean nothing until written.
+        for (size_t off = 0; off < buffer_size_; off += kStagingAlign) b[off] = std::byte{0};
+    }
 }
 
 StagingPool::~StagingPool() {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
+#include <sys/mman.h>
 #include <vector>
 
 #include "ringcap/records.hpp"
@@ -56,6 +57,22 @@ bool all_bytes(const std::byte* p, size_t n, std::byte v) {
 }
 
 }  // namespace
+
+TEST_CASE("StagingPool::prefault makes every page of every buffer resident", "[staging]") {
+    // Big enough that mimalloc maps the buffers fresh (untouched pages are not resident).
+    constexpr size_t kSize = 1u << 20, kCount = 4, kPages = kSize / 4096;
+    StagingPool pool(kSize, kCount);
+    auto resident = [&](uint32_t i) {
+        std::vector<unsigned char> v(kPages);
+        REQUIRE(::mincore(pool.buffer(i), kSize, v.data()) == 0);
+        return size_t(std::count_if(v.begin(), v.end(), [](unsigned char c) { return c & 1; }));
+    };
+    size_t before = 0;
+    for (uint32_t i = 0; i < kCount; ++i) before += resident(i);
+    INFO("resident pages before: " << before << " of " << kCount * kPages);
+    pool.prefault();
+    for (uint32_t i = 0; i < kCount; ++i) CHECK(resident(i) == kPages);
+}
 
 TEST_CASE("StagingPool rejects bad geometry", "[staging]") {
     // Not a multiple of 4096, or too small for the largest record.
