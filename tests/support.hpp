@@ -7,8 +7,10 @@
 #include <cstring>
 #include <liburing.h>
 #include <linux/perf_event.h>
+#include <grp.h>
 #include <string>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 // Catch2 v2 has no SKIP: the test prints why and exits with 77, which ctest reports as "Skipped"
@@ -40,6 +42,35 @@ inline std::string kernel_refusal() {
     if (fd < 0) return std::string("perf_event_open(cpu-clock, cpu 0) refused: ") + std::strerror(errno);
     ::close(fd);
     return uring_refusal();
+}
+
+// In a child before exec, or in a child of run_as_nobody(): the unprivileged user nobody (exit 126
+// if that fails).
+inline void become_nobody() {
+    if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(126);
+}
+
+// A child process that runs `fn` as nobody; fn's return value is its exit status.
+template <typename Fn>
+pid_t run_as_nobody(Fn fn) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+        become_nobody();
+        _exit(fn());
+    }
+    return pid;
+}
+
+// The exit status of a child (128 + signal when killed), or -1.
+inline int wait_child(pid_t pid) {
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// The attacks of tests/record/security_test.cpp are run as nobody against ringcap as root.
+inline void require_root() {
+    if (geteuid() != 0) skip_test("needs root: the attack runs as nobody against a root ringcap");
 }
 
 inline void require_kernel() {

@@ -1,7 +1,9 @@
 // Test tools: temp files, running commands, and perf as the independent reader of our files.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <dirent.h>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -69,6 +71,28 @@ inline CommandResult run_command(const std::string& cmd) {
 }
 
 inline TempDir::~TempDir() { run_command("rm -rf '" + path + "'"); }
+
+// The names in directory `dir` (not . and ..), sorted.
+inline std::vector<std::string> dir_entries(const std::string& dir) {
+    std::vector<std::string> out;
+    if (DIR* d = ::opendir(dir.c_str())) {
+        while (dirent* e = ::readdir(d))
+            if (std::string n = e->d_name; n != "." && n != "..") out.push_back(n);
+        ::closedir(d);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+// Temporary files of ringcap's left next to `path` (a named temporary is PATH.ringcap-tmp-*).
+inline size_t leftover_temporaries(const std::string& path) {
+    const auto slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+    const std::string prefix = path.substr(slash == std::string::npos ? 0 : slash + 1) + ".ringcap-tmp";
+    size_t n = 0;
+    for (const auto& e : dir_entries(dir)) n += e.rfind(prefix, 0) == 0;
+    return n;
+}
 
 inline std::string read_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);

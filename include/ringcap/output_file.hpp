@@ -1,7 +1,9 @@
-// The output file: created under a temporary name, moved into place once setup succeeded, locked
-// against a second ringcap writing the same path, and opened twice (O_DIRECT for aligned bulk
-// writes when the filesystem accepts it, buffered for the unaligned pieces: the header, features,
-// and partial buffers).
+// The output file: created without a name (dir.hpp: O_TMPFILE, or a random temporary name), given
+// its name once setup succeeded, locked against a second ringcap writing the same path, and open
+// twice (O_DIRECT for aligned bulk writes when the filesystem accepts it, buffered for the unaligned
+// pieces: the header, features, and partial buffers); the second fd is the first one re-opened, never
+// the name. Every name is reached through the directory's fd, which is opened once: a directory that
+// other users can write is safe to record into.
 #pragma once
 
 #include <cstddef>
@@ -9,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "ringcap/dir.hpp"
 #include "ringcap/sys.hpp"
 
 namespace ringcap {
@@ -18,30 +21,30 @@ public:
     // Refuses early, before any file is touched, an output that cannot be created or must not be
     // replaced (a directory, device, FIFO or socket). Throws Error (exit status 2) saying why.
     static void check_path(const std::string& path);
-    // Creates the file as `path.ringcap-tmp`. Until publish() an existing file at `path` is
-    // untouched; an unpublished file is removed. Throws Error (exit status 2) naming the cause, and
-    // when another ringcap is writing `path` (or its .old), or is about to.
+    // Creates the file, nameless until publish(): an existing file at `path` is untouched until
+    // then, and an unpublished file leaves no trace. Throws Error (exit status 2) naming the cause,
+    // and when another ringcap of this user is writing `path`.
     // `own_path`: the file at `path` is this process's (rotation's next file, while the current one
     // still holds its lock there).
     static OutputFile create(const std::string& path, bool allow_direct = true, bool own_path = false);
     // A file in memory (memfd_create) for pipe mode: no name on disk, no lock, nothing to publish,
     // buffered writes only. `path` is what messages call it ("-"). Throws Error (exit status 2).
     static OutputFile in_memory(const std::string& path);
-    // Makes the file durable, moves an existing `path` to `path.old` (as perf does) and the new file
-    // into place. Throws Error (exit status 2) if another ringcap published `path` meanwhile.
+    // Makes the file durable, moves an existing `path` to `path.old` (as perf does) and gives the new
+    // file its name. Throws Error (exit status 2) if another ringcap published `path` meanwhile.
     void publish();
-    // Rotation: gives the published file its final name (the lock moves with it). Throws Error.
-    void rename_to(const std::string& path);
+    // Rotation: gives the published file the name `path` (in the same directory) instead of its own;
+    // the lock goes with the file. False if `path` exists (choose another); throws Error otherwise.
+    bool rename_to(const std::string& path);
+    // Removes `path` (a file this record finished, in the same directory): 0 or errno.
+    int remove_sibling(const std::string& path) const;
 
-    // Moving hands over the duty to remove an unpublished file.
-    OutputFile(OutputFile&& o) noexcept
-        : direct_(std::move(o.direct_)), buffered_(std::move(o.buffered_)), path_(std::move(o.path_)),
-          tmp_path_(std::exchange(o.tmp_path_, {})) {}
+    OutputFile(OutputFile&& o) noexcept = default;
     OutputFile& operator=(OutputFile&&) = delete;
-    ~OutputFile();
+    ~OutputFile() = default;
 
-    int direct_fd() const { return direct_ ? direct_.get() : buffered_.get(); }
-    int buffered_fd() const { return buffered_.get(); }
+    int direct_fd() const { return direct_ ? direct_.get() : file_.fd(); }
+    int buffered_fd() const { return file_.fd(); }
     bool o_direct() const { return static_cast<bool>(direct_); }
     // Whether writes can run inline when the file is allocated ahead of them (FileSpace): O_DIRECT,
     // on a filesystem that takes nowait writes (not tmpfs, where every write goes to a worker).
@@ -53,10 +56,12 @@ public:
     size_t pread_some(void* buf, size_t len, uint64_t offset) const;
 
 private:
+    Dir dir_;             // the output's directory, opened once
+    std::string name_;    // the file's name in it
     UniqueFd direct_;
-    UniqueFd buffered_;  // read-write, and holds the lock (flock) for the whole record
+    NewFile file_;        // read-write, and holds the lock (flock) for the whole record
+    bool published_ = false;
     std::string path_;
-    std::string tmp_path_;  // non-empty until publish()
 
     OutputFile() = default;
 };

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "ringcap/dir.hpp"
+#include "ringcap/output_file.hpp"
 #include "ringcap/sys.hpp"
 
 namespace ringcap {
@@ -69,15 +71,15 @@ void write_json_summary(const std::string& path, const std::string& text) {
         if (!write_all(STDOUT_FILENO)) throw Error("--json -: writing stdout failed: " + errno_text(errno));
         return;
     }
-    // A scheduler polling for the file never reads half of it.
-    const std::string tmp = path + ".ringcap-tmp";
-    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!fd) throw Error("--json " + path + ": " + errno_text(errno) + " (choose a writable path)");
-    if (!write_all(fd.get()) || ::fsync(fd.get()) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
-        const int err = errno;
-        ::unlink(tmp.c_str());
-        throw Error("--json " + path + ": " + errno_text(err));
-    }
+    // A scheduler polling for the file never reads half of it: written nameless (dir.hpp), then
+    // renamed over `path`, which replaces a symlink planted there instead of following it.
+    std::string name;
+    const Dir dir = Dir::open_parent(path, &name);
+    NewFile f = dir ? dir.create(name, 0644) : NewFile{};
+    if (!f) throw Error("--json " + path + ": " + errno_text(errno) + " (choose a writable path)");
+    errno = 0;
+    int err = !write_all(f.fd()) ? (errno ? errno : EIO) : ::fsync(f.fd()) != 0 ? errno : dir.replace(f, name);
+    if (err) throw Error("--json " + path + ": " + errno_text(err) + write_error_hint(err));
 }
 
 std::string json_path_in(const std::vector<std::string>& args) {

@@ -23,22 +23,16 @@ namespace ringcap {
 
 namespace {
 
-// <out>.<YYYYmmddHHMMSScc>, local time, as perf record --switch-output names its files.
-std::string timestamped(const std::string& out) {
+// <out>.<YYYYmmddHHMMSScc>, local time, as perf record --switch-output names its files: the stamp
+// to start from (the name is taken by OutputFile::rename_to, which never replaces a file).
+uint64_t timestamp_now() {
     timespec ts{};
     clock_gettime(CLOCK_REALTIME, &ts);
     tm t{};
     localtime_r(&ts.tv_sec, &t);
     char when[32];
     std::strftime(when, sizeof when, "%Y%m%d%H%M%S", &t);
-    uint64_t stamp = std::stoull(when) * 100 + uint64_t(ts.tv_nsec / 10000000);
-    // Two switches in one centisecond, or a file left by an earlier record: never overwrite one.
-    struct stat st{};
-    std::string name;
-    do {
-        name = out + "." + std::to_string(stamp++);
-    } while (::lstat(name.c_str(), &st) == 0);
-    return name;
+    return std::stoull(when) * 100 + uint64_t(ts.tv_nsec / 10000000);
 }
 
 }  // namespace
@@ -184,18 +178,22 @@ void Session::finish_previous() {
 }
 
 void Session::name_finished(OutputFile& file, uint64_t data_size, uint64_t samples) {
-    const std::string name = timestamped(opts_.output);
-    file.rename_to(name);
+    // Two switches in one centisecond, or a file left by an earlier record: the next stamp.
+    std::string name;
+    for (uint64_t stamp = timestamp_now();; ++stamp) {
+        name = opts_.output + "." + std::to_string(stamp);
+        if (file.rename_to(name)) break;
+    }
     files_.push_back(name);
     log_ << "ringcap: [ dump " << name << " ] " << human_bytes(data_size) << " of data";
     log_ << ", " << samples << " samples";
     log_ << "\n";
     const size_t keep = opts_.switch_output.max_files;
     while (keep && files_.size() > keep) {
-        if (::unlink(files_.front().c_str()) == 0)
+        if (const int err = file.remove_sibling(files_.front()); err == 0)
             log_ << "ringcap: removed " << files_.front() << " (--switch-max-files " << keep << ")\n";
         else
-            log_ << "ringcap: warning: cannot remove " << files_.front() << ": " << errno_text(errno) << "\n";
+            log_ << "ringcap: warning: cannot remove " << files_.front() << ": " << errno_text(err) << "\n";
         files_.erase(files_.begin());
     }
 }

@@ -1,7 +1,12 @@
 #include "ringcap/output_file.hpp"
 
 #include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <fcntl.h>
+#include <sys/sysmacros.h>
 #include <linux/magic.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -13,34 +18,72 @@ namespace ringcap {
 
 namespace {
 
-std::string dir_of(const std::string& path) {
-    const auto slash = path.rfind('/');
-    return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-}
-
 // Holds flock(LOCK_EX) on the output's directory while the names in it are checked and changed, so
-// that two ringcaps starting or publishing at once see each other.
+// that two ringcaps starting or publishing at once see each other. Any user who can read the
+// directory can take that lock too (/tmp), so it is waited for at most a second: then the names are
+// changed without it (two ringcaps racing for one path is what it guards against, not safety).
 class DirLock {
 public:
-    explicit DirLock(const std::string& path) : fd_(::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
-        if (fd_) while (::flock(fd_.get(), LOCK_EX) != 0 && errno == EINTR) {}
+    explicit DirLock(const Dir& dir) : fd_(::fcntl(dir.fd(), F_DUPFD_CLOEXEC, 0)) {
+        for (int tries = 0; fd_ && tries < 100; ++tries) {
+            if (::flock(fd_.get(), LOCK_EX | LOCK_NB) == 0) return;
+            if (errno != EWOULDBLOCK && errno != EINTR) break;
+            const timespec ten_ms{0, 10'000'000};
+            ::nanosleep(&ten_ms, nullptr);
+        }
+        fd_.reset();  // not held
     }
 
 private:
-    UniqueFd fd_;  // closing it releases the lock
+    UniqueFd fd_;  // a duplicate of the directory's fd: closing it releases the lock
 };
 
-// Whether another process holds the lock of the file at `path` (a ringcap writing it).
-bool locked_by_another(const std::string& path) {
+// Whether the flock on the file `st` describes is held by a process that is gone (/proc/locks names
+// the pid that took it). After SIGKILL the kernel keeps such a lock for tens of milliseconds, while the
+// dead ringcap's io_uring, which holds the file, is torn down.
+bool lock_holder_gone(const struct stat& st) {
+    const auto locks = read_text_file("/proc/locks");
+    if (!locks) return false;
+    char want[64];
+    std::snprintf(want, sizeof want, " %02x:%02x:%llu ", major(st.st_dev), minor(st.st_dev),
+                  static_cast<unsigned long long>(st.st_ino));
+    for (size_t at = locks->find(want); at != std::string::npos; at = locks->find(want, at + 1)) {
+        const size_t line = locks->rfind('\n', at) == std::string::npos ? 0 : locks->rfind('\n', at) + 1;
+        const std::string text = locks->substr(line, at - line);
+        if (text.find("FLOCK") == std::string::npos) continue;
+        const long pid = std::strtol(text.c_str() + text.find_last_of(' ') + 1, nullptr, 10);
+        if (pid > 0 && (::kill(pid_t(pid), 0) == 0 || errno == EPERM)) return false;
+    }
+    return true;
+}
+
+// Whether another ringcap of this user is writing the file `name` (holds its lock). Opened without
+// following a symlink or ever opening a device or FIFO (Dir::open_regular). A file another user owns
+// is not theirs to keep: anyone can create and lock a file at a name in /tmp. A lock whose holder
+// died is waited for (at most a second).
+bool locked_by_another(const Dir& dir, const std::string& name) {
     struct stat st{};
-    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;  // never open devices
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW));
-    if (!fd) return false;
-    return ::flock(fd.get(), LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    UniqueFd fd = dir.open_regular(name, O_RDONLY, &st);
+    if (!fd || st.st_uid != ::geteuid()) return false;
+    for (int tries = 0;; ++tries) {
+        if (::flock(fd.get(), LOCK_SH | LOCK_NB) == 0) {
+            ::flock(fd.get(), LOCK_UN);
+            return false;
+        }
+        if (errno != EWOULDBLOCK) return false;
+        if (tries == 100 || !lock_holder_gone(st)) return true;
+        const timespec ten_ms{0, 10'000'000};
+        ::nanosleep(&ten_ms, nullptr);
+    }
 }
 
 [[noreturn]] void busy(const std::string& path, const std::string& what) {
     throw Error("another ringcap is writing '" + what + "': choose another -o than '" + path + "'", 2);
+}
+
+std::string last_component(const std::string& path) {
+    const auto slash = path.rfind('/');
+    return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
 }  // namespace
@@ -56,16 +99,23 @@ std::string write_error_hint(int err) {
 }
 
 void OutputFile::check_path(const std::string& out) {
-    const auto slash = out.rfind('/');
-    const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : out.substr(0, slash));
-    struct stat st{};
-    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-        throw Error("output directory '" + dir + "' does not exist (-o " + out + ")");
-    if (access(dir.c_str(), W_OK) != 0)
-        throw Error("output directory '" + dir + "' is not writable: " + errno_text(errno) + " (choose another -o)");
-    if (stat(out.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    std::string name;
+    const Dir dir = Dir::open_parent(out, &name);
+    if (!dir) {
+        const int err = errno;
+        throw Error("output directory '" + dir.path() + "' " +
+                    (err == ENOENT || err == ENOTDIR ? std::string("does not exist") : "cannot be opened: " + errno_text(err)) +
+                    " (-o " + out + ")");
+    }
+    if (name.empty() || name == "." || name == "..")
         throw Error("output '" + out + "' is a directory: give a file name with -o");
-    if (stat(out.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (::faccessat(dir.fd(), ".", W_OK, AT_EACCESS) != 0)
+        throw Error("output directory '" + dir.path() + "' is not writable: " + errno_text(errno) + " (choose another -o)");
+    struct stat st{};
+    if (dir.stat_at(name, st) != 0) return;
+    // What is there is moved to .old, never written through: a symlink is moved, not followed.
+    if (S_ISDIR(st.st_mode)) throw Error("output '" + out + "' is a directory: give a file name with -o");
+    if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
         // A device, FIFO or socket is never replaced by a regular file (as root, -o /dev/null would
         // replace the system's /dev/null).
         const char* kind = S_ISCHR(st.st_mode) ? "a character device" : S_ISBLK(st.st_mode) ? "a block device"
@@ -73,42 +123,38 @@ void OutputFile::check_path(const std::string& out) {
         throw Error("output '" + out + "' is " + kind + ": ringcap writes perf.data to a regular file and does not "
                     "replace it; give a file name with -o");
     }
-    if (stat(out.c_str(), &st) == 0 && access(out.c_str(), W_OK) != 0)
-        throw Error("output '" + out + "' is not writable: " + errno_text(errno) + " (choose another -o)");
 }
 
 OutputFile OutputFile::create(const std::string& path, bool allow_direct, bool own_path) {
     OutputFile f;
     f.path_ = path;
-    // Created under a temporary name: an existing file is only replaced (and kept as .old) once the
-    // new one exists, so a failed start never touches it.
-    const std::string tmp = path + ".ringcap-tmp";
+    f.dir_ = Dir::open_parent(path, &f.name_);
+    if (!f.dir_) {
+        const int err = errno;
+        throw Error("cannot create output file '" + path + "': its directory: " + errno_text(err) +
+                        (err == ENOENT ? " (does its directory exist?)" : ""),
+                    2);
+    }
     {
-        DirLock dir(path);
-        if (!own_path && locked_by_another(path)) busy(path, path);
-        // A temporary file that is locked belongs to a ringcap that is starting; an unlocked one was
-        // left by one that was killed before it published.
-        if (locked_by_another(tmp)) busy(path, tmp);
-        ::unlink(tmp.c_str());
-        // 0600 as perf: a profile holds command lines, paths and addresses.
-        int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0) {
+        DirLock lock(f.dir_);
+        if (!own_path && locked_by_another(f.dir_, f.name_)) busy(path, path);
+        // 0600 as perf: a profile holds command lines, paths and addresses. Nameless until
+        // publish(): an existing file is only replaced (and kept as .old) once the new one is set
+        // up, a failed start never touches it, and there is no temporary name to plant a link at.
+        f.file_ = f.dir_.create(f.name_, 0600);
+        if (!f.file_) {
             const int err = errno;
             throw Error("cannot create output file '" + path + "': " + errno_text(err) +
-                            (err == ENOENT ? " (does its directory exist?)" : "") +
                             (err == EACCES || err == EROFS ? " (choose a writable location with -o)" : ""),
                         2);
         }
-        f.buffered_.reset(fd);
-        f.tmp_path_ = tmp;  // ours from here on: removed unless published
-        // Held until the process exits: the open file description keeps it across the rename. Under
-        // the directory lock nobody else can hold it yet.
-        ::flock(fd, LOCK_EX | LOCK_NB);
+        // Held until the process exits: the open file description keeps it across renames.
+        ::flock(f.file_.fd(), LOCK_EX | LOCK_NB);
     }
     if (allow_direct) {
-        // Some filesystems (tmpfs on older kernels, overlayfs, FUSE) refuse O_DIRECT with EINVAL.
-        int dfd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC | O_DIRECT);
-        if (dfd >= 0) f.direct_.reset(dfd);
+        // The same file again (through /proc/self/fd, not its name). Some filesystems (tmpfs on
+        // older kernels, overlayfs, FUSE) refuse O_DIRECT with EINVAL.
+        f.direct_ = reopen(f.file_.fd(), O_WRONLY | O_DIRECT);
     }
     return f;
 }
@@ -116,55 +162,66 @@ OutputFile OutputFile::create(const std::string& path, bool allow_direct, bool o
 OutputFile OutputFile::in_memory(const std::string& path) {
     OutputFile f;
     f.path_ = path;
-    f.buffered_.reset(::memfd_create("ringcap-pipe", MFD_CLOEXEC));
-    if (!f.buffered_) throw Error("memfd_create: " + errno_text(errno), 2);
+    f.published_ = true;  // nothing to publish
+    f.file_ = NewFile::adopt(UniqueFd(::memfd_create("ringcap-pipe", MFD_CLOEXEC)));
+    if (!f.file_) throw Error("memfd_create: " + errno_text(errno), 2);
     return f;
 }
 
 void OutputFile::publish() {
-    if (tmp_path_.empty()) return;
+    if (published_) return;
     // What is in the file so far (header, the records of what already ran) survives a crash too.
-    if (::fdatasync(buffered_.get()) != 0)
+    if (::fdatasync(file_.fd()) != 0)
         throw Error("cannot write '" + path_ + "' to disk: " + errno_text(errno), 2);
     // Clean now: drop the pages of what was written through the page cache (the head), so that an
     // O_DIRECT rewrite of them has nothing to invalidate (under nowait, that would send it to a worker).
-    ::posix_fadvise(buffered_.get(), 0, 0, POSIX_FADV_DONTNEED);
-    DirLock dir(path_);
-    const std::string old = path_ + ".old";
+    ::posix_fadvise(file_.fd(), 0, 0, POSIX_FADV_DONTNEED);
+    DirLock lock(dir_);
+    const std::string old = name_ + ".old";
     // Another ringcap may have published `path` since create(): replacing its file would lose its
     // capture (it keeps writing the file under .old, or unlinked).
-    if (locked_by_another(path_)) busy(path_, path_);
-    if (locked_by_another(old)) busy(path_, old);
-    struct stat st{};
-    if (::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-        if (::rename(path_.c_str(), old.c_str()) != 0) {
-            const int err = errno;
-            throw Error("cannot rename '" + path_ + "' to '" + old + "': " + errno_text(err));
+    if (locked_by_another(dir_, name_)) busy(path_, path_);
+    if (locked_by_another(dir_, old)) busy(path_, path_ + ".old");
+    // Whatever is at the name (a file, or a symlink: moved, not followed) becomes .old; the new
+    // file's name is made from its fd. Someone creating the name in between gets it moved too.
+    for (int attempt = 0;; ++attempt) {
+        struct stat st{};
+        if (dir_.stat_at(name_, st) == 0 && !S_ISDIR(st.st_mode)) {
+            if (const int err = dir_.rename(name_, old))
+                throw Error("cannot rename '" + path_ + "' to '" + path_ + ".old': " + errno_text(err));
         }
+        const bool named = !file_.temp_name().empty();
+        const int err = dir_.link(file_, name_);
+        if (err == 0) break;
+        if (err == ENOENT && named)  // a filesystem without O_TMPFILE, and a directory others can write
+            throw Error("cannot create '" + path_ + "': another user removed or replaced its temporary file in '" +
+                        dir_.path() + "', which others can write; choose a directory of your own with -o");
+        if (err != EEXIST || attempt == 3) throw Error("cannot create '" + path_ + "': " + errno_text(err));
     }
-    if (::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
-        const int err = errno;
-        throw Error("cannot create '" + path_ + "': " + errno_text(err));
-    }
-    tmp_path_.clear();
+    published_ = true;
 }
 
-void OutputFile::rename_to(const std::string& path) {
-    DirLock dir(path_);
-    if (::rename(path_.c_str(), path.c_str()) != 0) {
-        const int err = errno;
+bool OutputFile::rename_to(const std::string& path) {
+    const std::string name = last_component(path);
+    DirLock lock(dir_);
+    // A new name made from the fd (never replacing anything), then the old one removed if it is
+    // still this file: in a directory others can write, a name may have been swapped meanwhile.
+    if (const int err = dir_.link_fd(file_.fd(), name)) {
+        if (err == EEXIST) return false;
         throw Error("cannot rename '" + path_ + "' to '" + path + "': " + errno_text(err), 1);
     }
+    struct stat st{};
+    if (::fstat(file_.fd(), &st) == 0 && dir_.holds(name_, st)) dir_.unlink(name_);
+    name_ = name;
     path_ = path;
+    return true;
 }
+
+int OutputFile::remove_sibling(const std::string& path) const { return dir_.unlink(last_component(path)); }
 
 bool OutputFile::inline_writes() const {
     struct statfs fs{};
-    return o_direct() && ::fstatfs(buffered_.get(), &fs) == 0 && fs.f_type != TMPFS_MAGIC;
-}
-
-OutputFile::~OutputFile() {
-    if (!tmp_path_.empty()) ::unlink(tmp_path_.c_str());  // never published: leave no trace
+    return o_direct() && ::fstatfs(file_.fd(), &fs) == 0 && fs.f_type != TMPFS_MAGIC;
 }
 
 int pwrite_full(int fd, const void* buf, size_t len, uint64_t offset) {
@@ -182,7 +239,7 @@ int pwrite_full(int fd, const void* buf, size_t len, uint64_t offset) {
 }
 
 void OutputFile::pwrite_all(const void* buf, size_t len, uint64_t offset) const {
-    if (const int err = pwrite_full(buffered_.get(), buf, len, offset); err != 0)
+    if (const int err = pwrite_full(file_.fd(), buf, len, offset); err != 0)
         throw Error("writing '" + path_ + "' at offset " + std::to_string(offset) + ": " + errno_text(err) +
                         write_error_hint(err),
                     1);
@@ -191,7 +248,7 @@ void OutputFile::pwrite_all(const void* buf, size_t len, uint64_t offset) const 
 size_t OutputFile::pread_some(void* buf, size_t len, uint64_t offset) const {
     size_t done = 0;
     while (done < len) {
-        ssize_t n = ::pread(buffered_.get(), static_cast<char*>(buf) + done, len - done, off_t(offset + done));
+        ssize_t n = ::pread(file_.fd(), static_cast<char*>(buf) + done, len - done, off_t(offset + done));
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
         done += size_t(n);

@@ -54,11 +54,6 @@ struct MemoryCgroup {
     ~MemoryCgroup() { rmdir(dir.c_str()); }  // empty again once the child exited
 };
 
-// In the child before exec: the unprivileged user nobody (exit 126 if that fails).
-void become_nobody() {
-    if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(126);
-}
-
 }  // namespace
 
 TEST_CASE("devices and FIFOs given as -o are refused (exit 2) and never replaced", "[unattended]") {
@@ -106,7 +101,7 @@ TEST_CASE("records to one -o at once: one writes it, the others exit 2 at once a
     CHECK(perf_report_stats(perf, out).ok());
     struct stat st{};
     CHECK(stat((out + ".old").c_str(), &st) != 0);  // nobody moved the winner's file away
-    CHECK(stat((out + ".ringcap-tmp").c_str(), &st) != 0);
+    CHECK(leftover_temporaries(out) == 0);
 
     // A record that starts while another one is writing the file is refused before it does anything.
     Running first = spawn({"record", "-a", "-F", "1000", "--duration", "2", "-o", out}, logs[0]->path);
