@@ -9,7 +9,6 @@
 #include <iosfwd>
 #include <memory>
 #include <optional>
-#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -28,7 +27,9 @@ struct CollectorConfig {
     size_t staging_buffers = 16;
     size_t staging_buffer_bytes = 1u << 20;
     size_t events = 0;               // events in the record (per-event counters)
-    bool track_dsos = false;         // remember the ELF files mapped executable (BUILD_ID feature)
+    // BUILD_ID: where the collector hands the executable mappings and sample pages it saw (at its
+    // tick, its switch and its end); null without build-ids.
+    DsoRegistry* dsos = nullptr;
     int realtime_priority = 0;       // -r: SCHED_FIFO for the collector's thread (0 = normal)
     int nice = 0;                    // --collector-nice, unless -r: the thread's (and its encoder's) nice (0 = as is)
     bool nice_required = false;      // a refused nice is an error (given), else noted (the default)
@@ -132,14 +133,15 @@ public:
     void adopt_ring(size_t i);
 
     CollectorSnapshot snapshot() const;
-    const std::set<std::string>& dsos() const { return dsos_; }
+    // Hands what the rings showed of mappings and sample addresses to the DsoRegistry.
+    void hand_over_dsos();
 
     // LoopHandler
     void on_ring(uint32_t ring, uint32_t which, int revents) override;
     void on_write(uint32_t slot, int res) override { writer_->on_completion(slot, res); }
     void on_source(Source s) override;
     // MmapObserver: the DSOs mapped executable, for the BUILD_ID feature.
-    void on_exec_mapping(const char* filename, bool kernel) override;
+    void on_exec_mapping(const MappedFile& m) override { new_maps_.push_back(m); }
 
 private:
     struct RingState {
@@ -185,8 +187,9 @@ private:
     int nice_ = 0;
     std::string nice_refused_;
     uint64_t samples_placed_ = 0;  // -z: in the order the file gets them (a rotation's boundary)
-    std::set<std::string> dsos_;
-    bool track_dsos_ = false;
+    DsoRegistry* registry_ = nullptr;
+    std::unique_ptr<SampleHits> hits_;   // with registry_: sample pages since the last hand-over
+    std::vector<MappedFile> new_maps_;  // mappings since the last hand-over
 
     size_t start_ = 0;  // the ring each pass starts at (see pass())
     size_t live_rings_ = 0;

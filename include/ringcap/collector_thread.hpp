@@ -60,11 +60,10 @@ public:
     // `file` at offsets from `space` (Collector::switch_output), after queuing everything it drained
     // before for the current file. The previous switch must be settled.
     void request_switch(uint64_t k, OutputFile* file, FileSpace* space);
-    // Its counters and DSOs at the last switch (taken on its thread at that moment).
+    // Its counters at the last switch (taken on its thread at that moment).
     struct SwitchPoint {
         uint64_t round = 0;
         CollectorSnapshot counters;
-        std::set<std::string> dsos;
     };
     SwitchPoint switch_point() const;
     // After a switch: every write to the previous file has completed (then the session finishes
@@ -92,7 +91,6 @@ public:
     // Counters, as published on every tick; exact once drained.
     CollectorSnapshot snapshot() const;
     double cpu_seconds() const;  // of the thread; exact once drained
-    const std::set<std::string>& dsos() const { return dsos_; }  // once drained
 
 private:
     enum class Phase { Starting, Ready, Running, Stopped, Draining, Drained, Failed };
@@ -126,7 +124,6 @@ private:
     // its io_uring's files: otherwise the ring keeps the output open, and locked, after we exit).
     std::string fallback_reason_, backend_, describe_, nice_refused_;
     int nice_ = 0;
-    std::set<std::string> dsos_;
     uint64_t final_owed_ = UINT64_MAX, final_kept_end_ = UINT64_MAX;
     int final_error_ = 0;
 

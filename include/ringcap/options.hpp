@@ -57,6 +57,9 @@ struct RecordOptions {
     int verbose = 0;                        // -v
     bool build_ids = true;                  // --no-buildid: skip the BUILD_ID feature
     bool build_id_cache = true;             // -N/--no-buildid-cache: leave ~/.debug alone
+    bool buildid_all = false;               // --buildid-all: every file mapped executable, not only those hit
+    uint64_t buildid_cache_max = 2ull << 30;       // --buildid-cache-max TOTAL[,FILE]: copies per record
+    uint64_t buildid_cache_max_file = 512ull << 20;  // and per file
     int compression_level = 0;              // -z[N], --compression-level[=N]: zstd level (0 = off)
     int realtime_priority = 0;              // -r: SCHED_FIFO priority for the collector (0 = normal)
     int collector_nice = kDefaultCollectorNice;  // --collector-nice: the collectors' and encoders' nice

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ringcap/dsos.hpp"
 #include "ringcap/records.hpp"
 
 namespace ringcap {
@@ -196,14 +197,12 @@ struct BuildIdEntry {
     std::string filename;  // "[kernel.kallsyms]" for the kernel
     std::vector<uint8_t> id;
     bool kernel = false;
+    DsoRef dso;  // for a file: how to open it again, checked (dso_files.hpp)
 };
 // NT_GNU_BUILD_ID in a buffer of ELF notes.
 std::optional<std::vector<uint8_t>> find_build_id_note(const unsigned char* p, size_t len);
-// GNU build-id of an ELF file (NT_GNU_BUILD_ID in a PT_NOTE), or of the running kernel.
-std::optional<std::vector<uint8_t>> read_build_id(const std::string& path);
+// GNU build-id of the running kernel (/sys/kernel/notes).
 std::optional<std::vector<uint8_t>> kernel_build_id();
-// What HEADER_BUILD_ID lists: the kernel, the vDSO and those of `dsos` (ELF paths) that have a build-id.
-std::vector<BuildIdEntry> collect_build_ids(const std::set<std::string>& dsos);
 // The HEADER_BUILD_ID payload.
 std::vector<std::byte> build_build_id_feature(const std::vector<BuildIdEntry>& entries);
 

@@ -70,6 +70,8 @@ inline constexpr size_t kLostCount = kBody + offsetof(LostBody, lost);
 // PERF_SAMPLE_IDENTIFIER (in every attr ringcap opens) puts the event id first in every sample.
 inline constexpr size_t kSampleIdentifier = kBody;
 // Then IP, PID/TID and TIME (kDefaultSampleType's order; every attr ringcap opens has them).
+inline constexpr size_t kSampleIp = kBody + sizeof(uint64_t);
+inline constexpr size_t kSamplePid = kBody + 2 * sizeof(uint64_t);
 inline constexpr size_t kSampleTime = kBody + 3 * sizeof(uint64_t);
 // PERF_RECORD_LOST_SAMPLES: { header; u64 lost; sample_id }
 inline constexpr size_t kLostSamplesCount = kBody;

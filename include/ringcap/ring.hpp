@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "ringcap/dsos.hpp"
 #include "ringcap/sys.hpp"
 
 namespace ringcap {
@@ -104,12 +105,12 @@ struct RingCounters {
     }
 };
 
-// Told about every executable mapping record (MMAP/MMAP2) the reader passes, for the BUILD_ID
-// feature. Rare records; the callee may allocate.
+// Told about every user-space executable mapping record (MMAP/MMAP2) the reader passes, for the
+// BUILD_ID feature. Rare records; the callee may allocate.
 class MmapObserver {
 public:
     virtual ~MmapObserver() = default;
-    virtual void on_exec_mapping(const char* filename, bool kernel) = 0;
+    virtual void on_exec_mapping(const MappedFile& m) = 0;
 };
 
 struct DrainResult {
@@ -121,8 +122,10 @@ struct DrainResult {
 class RingReader {
 public:
     RingReader() = default;
-    // ids/events may be null: then per-event counts are not kept.
-    RingReader(RingView view, const IdMap* ids, std::span<EventCounters> events, MmapObserver* mmaps = nullptr);
+    // ids/events may be null: then per-event counts are not kept. With `mmaps`, executable mappings
+    // are reported to it and user-space sample addresses noted in `hits` (both for BUILD_ID).
+    RingReader(RingView view, const IdMap* ids, std::span<EventCounters> events, MmapObserver* mmaps = nullptr,
+               SampleHits* hits = nullptr);
 
     // Consumes everything up to the current data_head, or the whole records that fit in staging, and
     // releases it to the kernel. A record never straddles two staging buffers: the rest of a buffer
@@ -154,6 +157,7 @@ private:
     const IdMap* ids_ = nullptr;
     std::span<EventCounters> events_;
     MmapObserver* mmaps_ = nullptr;
+    SampleHits* hits_ = nullptr;
     std::span<const uint32_t> scrub_;
     RingCounters counters_;
 };

@@ -48,5 +48,10 @@ void synthesize_kernel(const RecordSink& sink, size_t id_size, SynthesisStats& s
 // also readable file mappings (PERF_RECORD_MISC_MMAP_DATA), which dwarf unwinding needs.
 void synthesize_tasks(const RecordSink& sink, size_t id_size, const std::optional<std::vector<int>>& pids,
                       bool data_maps, SynthesisStats& stats);
+// The MMAP2 records of one process from its maps file (`maps_path`, /proc/PID/maps): whole lines only,
+// a path too long for PATH_MAX named "//toolong" as the kernel names it. `per_task`: a per-task
+// capture (lists [vsyscall] too).
+void synthesize_maps(const RecordSink& sink, size_t id_size, uint32_t pid, const std::string& maps_path,
+                     bool data_maps, bool per_task, SynthesisStats& stats);
 
 }  // namespace ringcap

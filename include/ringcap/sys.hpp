@@ -1,7 +1,10 @@
 // Small owners for kernel resources and helpers that turn errno into messages.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
+#include <functional>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -93,5 +96,11 @@ std::vector<int> online_cpus();
 int possible_cpus();
 
 size_t page_size();
+
+// Runs `work` on a thread of its own and waits at most `limit`. True if it finished; false if it was
+// given up on (a syscall that hangs: an NFS or FUSE server gone): it goes on detached, and
+// `abandoned` tells it so. `work` may only use what it owns (shared_ptr captures), never the
+// caller's stack.
+bool run_bounded(std::function<void(const std::atomic<bool>& abandoned)> work, std::chrono::milliseconds limit);
 
 }  // namespace ringcap

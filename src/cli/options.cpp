@@ -46,8 +46,11 @@ const char* const kRecordUsage =
     "  -z, --compression-level[=N]  compress the data with zstd at level N (1 fastest, the default; up\n"
     "                           to 22) into PERF_RECORD_COMPRESSED records, as perf record -z\n"
     "  -B, --no-buildid         leave out the BUILD_ID feature (the build-ids of the kernel and of the\n"
-    "                           ELF files mapped executable during the record)\n"
+    "                           ELF files that samples hit)\n"
+    "      --buildid-all        list (and cache) every ELF file mapped executable, not only those hit\n"
     "  -N, --no-buildid-cache   do not add those files to perf's build-id cache ($HOME/.debug)\n"
+    "      --buildid-cache-max TOTAL[,FILE]  copy at most TOTAL bytes into the cache per record and\n"
+    "                           no file bigger than FILE (default 2G,512M; hard links are free)\n"
     "      --switch-output[=signal|SIZE|TIME]  rotate: finish the file and start a new one on SIGUSR2\n"
     "                           (the default), when it holds SIZE (e.g. 500M) or every TIME (30s, 5m,\n"
     "                           1h, 1d); files are named FILE.YYYYmmddHHMMSScc, each a whole perf.data\n"
@@ -280,6 +283,14 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
         } else if (a == "--no-buildid-cache" || a == "-N") {
             no_value();
             o.build_id_cache = false;
+        } else if (a == "--buildid-all") {
+            no_value();
+            o.buildid_all = true;
+        } else if (a == "--buildid-cache-max") {
+            const std::string v = value();
+            const auto comma = v.find(',');
+            o.buildid_cache_max = parse_size(a, v.substr(0, comma));
+            if (comma != std::string::npos) o.buildid_cache_max_file = parse_size(a, v.substr(comma + 1));
         } else if (a == "-e" || a == "--event") {
             events = value();
         } else if (a == "-F" || a == "--freq") {

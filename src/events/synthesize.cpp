@@ -16,6 +16,9 @@ namespace ringcap {
 
 namespace {
 
+// PATH_MAX: the longest name the kernel puts in an MMAP2 record.
+constexpr size_t kMaxPathChars = 4096;
+
 // Builds one record in a fixed buffer: header, body, NUL-padded string, zero sample_id.
 class RecordBuilder {
 public:
@@ -32,7 +35,7 @@ public:
     }
     void str(std::string_view s) {
         // NUL-terminated, padded to 8 bytes like the kernel's records.
-        s = s.substr(0, 4000);
+        s = s.substr(0, kMaxPathChars - 1);
         std::memcpy(buf_ + len_, s.data(), s.size());
         size_t n = (s.size() + 1 + 7) & ~size_t(7);
         std::memset(buf_ + len_ + s.size(), 0, n - s.size());
@@ -49,7 +52,7 @@ public:
     }
 
 private:
-    alignas(8) unsigned char buf_[4096 + 256];
+    alignas(8) unsigned char buf_[kMaxPathChars + 256];
     size_t len_ = 0;
     size_t id_size_;
     uint32_t type_ = 0;
@@ -179,6 +182,49 @@ void synthesize_kernel(const RecordSink& sink, size_t id_size, SynthesisStats& s
     fclose(m);
 }
 
+void synthesize_maps(const RecordSink& sink, size_t id_size, uint32_t pid, const std::string& maps_path,
+                     bool data_maps, bool per_task, SynthesisStats& stats) {
+    FILE* f = fopen(maps_path.c_str(), "re");
+    if (!f) return;
+    RecordBuilder b(id_size);
+    char* line = nullptr;
+    size_t cap = 0;
+    // Whole lines of any length (getline): a fixed buffer would split a long path into a second
+    // "line" that its owner chose, naming any file for root to open later.
+    for (ssize_t n; (n = getline(&line, &cap, f)) > 0;) {
+        if (line[n - 1] != '\n') break;  // the last line was cut short (the process changed meanwhile)
+        line[n - 1] = 0;
+        // "start-end perms offset major:minor inode path".
+        unsigned long long start, end, off, ino;
+        unsigned maj, min;
+        char perms[8];
+        int path_at = 0;
+        if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &off, &maj, &min, &ino,
+                   &path_at) < 7)
+            continue;
+        uint16_t misc = PERF_RECORD_MISC_USER;
+        std::string path = trim_newline(line + path_at);
+        if (perms[2] != 'x') {
+            // Code resolves samples; data maps only matter to dwarf unwinding (file-backed ones).
+            if (!data_maps || perms[0] != 'r' || path.empty() || path[0] != '/') continue;
+            misc |= PERF_RECORD_MISC_MMAP_DATA;
+        }
+        if (path.empty()) path = "//anon";
+        // As the kernel names a mapping whose path does not fit PATH_MAX in its own MMAP2 records.
+        if (path.size() >= kMaxPathChars) path = "//toolong";
+        if (path == "[vsyscall]" && !per_task) continue;  // as perf: only per-task captures list it
+        uint32_t prot = (perms[0] == 'r' ? 1u : 0u) | (perms[1] == 'w' ? 2u : 0u) | 4u;  // PROT_*
+        uint32_t flags = perms[3] == 's' ? 1u : 2u;  // MAP_SHARED / MAP_PRIVATE
+        b.begin(PERF_RECORD_MMAP2, misc);
+        b.put(Mmap2Body{pid, pid, start, end - start, off, maj, min, ino, 0, prot, flags});
+        b.str(path);
+        b.end(sink, stats);
+        ++stats.maps;
+    }
+    free(line);
+    fclose(f);
+}
+
 void synthesize_tasks(const RecordSink& sink, size_t id_size, const std::optional<std::vector<int>>& pids,
                       bool data_maps, SynthesisStats& stats) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -207,36 +253,7 @@ void synthesize_tasks(const RecordSink& sink, size_t id_size, const std::optiona
             b.end(sink, stats);
             ++stats.threads;
         }
-        // Executable mappings: "start-end perms offset major:minor inode path".
-        FILE* f = fopen((base + "/maps").c_str(), "r");
-        if (!f) continue;
-        char line[4096 + 256];
-        while (fgets(line, sizeof line, f)) {
-            unsigned long long start, end, off, ino;
-            unsigned maj, min;
-            char perms[8];
-            int path_at = 0;
-            if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &off, &maj, &min, &ino,
-                       &path_at) < 7)
-                continue;
-            uint16_t misc = PERF_RECORD_MISC_USER;
-            std::string path = trim_newline(line + path_at);
-            if (perms[2] != 'x') {
-                // Code resolves samples; data maps only matter to dwarf unwinding (file-backed ones).
-                if (!data_maps || perms[0] != 'r' || path.empty() || path[0] != '/') continue;
-                misc |= PERF_RECORD_MISC_MMAP_DATA;
-            }
-            if (path.empty()) path = "//anon";
-            if (path == "[vsyscall]" && !pids) continue;  // as perf: only per-task captures list it
-            uint32_t prot = (perms[0] == 'r' ? 1u : 0u) | (perms[1] == 'w' ? 2u : 0u) | 4u;  // PROT_*
-            uint32_t flags = perms[3] == 's' ? 1u : 2u;  // MAP_SHARED / MAP_PRIVATE
-            b.begin(PERF_RECORD_MMAP2, misc);
-            b.put(Mmap2Body{uint32_t(pid), uint32_t(pid), start, end - start, off, maj, min, ino, 0, prot, flags});
-            b.str(path);
-            b.end(sink, stats);
-            ++stats.maps;
-        }
-        fclose(f);
+        synthesize_maps(sink, id_size, uint32_t(pid), base + "/maps", data_maps, pids.has_value(), stats);
     }
     stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

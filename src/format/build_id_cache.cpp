@@ -8,10 +8,14 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <sys/auxv.h>
+#include <memory>
+#include <mutex>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "ringcap/dso_files.hpp"
 #include "ringcap/sys.hpp"
 
 namespace ringcap {
@@ -28,42 +32,42 @@ std::string hex(const std::vector<uint8_t>& id) {
     return s;
 }
 
-// mkdir -p; true if `path` is a directory afterwards.
-bool make_dirs(const std::string& path) {
-    for (size_t at = 1; at != std::string::npos; at = path.find('/', at + 1))
-        ::mkdir(path.substr(0, at).c_str(), 0755);
-    ::mkdir(path.c_str(), 0755);
-    struct stat st{};
-    return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-// Writes `to` from `fd` (whole file) or from memory, under a temporary name renamed into place, so
-// a reader never sees half a binary.
-int write_copy(const std::string& to, int from_fd, std::span<const std::byte> from_mem, uint64_t& copied) {
-    const std::string tmp = to + ".ringcap-tmp";
-    UniqueFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+// Writes `name` in `dir` from `from_fd` (its first `size` bytes) or from memory, nameless until
+// complete (a reader never sees half a binary), with `mode`. 0, or errno (EEXIST: another record
+// added it meanwhile).
+int write_copy(const Dir& dir, const char* name, int from_fd, uint64_t size, std::span<const std::byte> from_mem,
+               mode_t mode, uint64_t& copied) {
+    NewFile out = dir.create(name, mode);
     if (!out) return errno;
-    int err = 0;
+    ::fchmod(out.fd(), mode);  // exactly: never more readable than the source, whatever the umask
     if (from_fd >= 0) {
-        for (;;) {
-            const ssize_t n = ::sendfile(out.get(), from_fd, nullptr, 1 << 30);
+        // The size it had when checked against the limits, not whatever it grows to meanwhile.
+        off_t at = 0;
+        while (uint64_t(at) < size) {
+            const ssize_t n = ::sendfile(out.fd(), from_fd, &at, size_t(std::min<uint64_t>(size - uint64_t(at), 1 << 30)));
             if (n < 0 && errno == EINTR) continue;
-            if (n < 0) err = errno;
-            if (n <= 0) break;
+            if (n < 0) return errno;
+            if (n == 0) break;  // shorter now: what there is
             copied += uint64_t(n);
         }
     } else {
-        for (size_t done = 0; done < from_mem.size() && !err;) {
-            const ssize_t n = ::write(out.get(), from_mem.data() + done, from_mem.size() - done);
+        for (size_t done = 0; done < from_mem.size();) {
+            const ssize_t n = ::write(out.fd(), from_mem.data() + done, from_mem.size() - done);
             if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) err = n < 0 ? errno : EIO;
-            else done += size_t(n);
+            if (n <= 0) return n < 0 ? errno : EIO;
+            done += size_t(n);
         }
         copied += from_mem.size();
     }
-    if (!err && ::rename(tmp.c_str(), to.c_str()) != 0) err = errno;
-    if (err) ::unlink(tmp.c_str());
-    return err;
+    return dir.link(out, name);
+}
+
+std::string owner_text(const struct stat& st) {
+    return "owned by uid " + std::to_string(st.st_uid) + ", mode " + [&] {
+        char m[8];
+        std::snprintf(m, sizeof m, "%04o", unsigned(st.st_mode & 07777));
+        return std::string(m);
+    }();
 }
 
 }  // namespace
@@ -99,62 +103,193 @@ std::optional<VdsoImage> current_vdso() {
     return std::nullopt;
 }
 
-BuildIdCacheStats add_to_build_id_cache(const std::string& dir, const std::vector<BuildIdEntry>& entries) {
-    BuildIdCacheStats st;
-    const auto t0 = std::chrono::steady_clock::now();
-    auto fail = [&](const std::string& what, int err) {
-        ++st.failed;
-        if (st.error.empty()) st.error = what + ": " + errno_text(err);
-    };
-    if (dir.empty()) return st;
-    std::optional<VdsoImage> vdso;
-    for (const auto& e : entries) {
-        if (e.id.empty()) continue;
+Dir open_build_id_cache(const std::string& path, std::string* why) {
+    const uid_t me = ::geteuid();
+    std::string name;
+    Dir parent = Dir::open_parent(path, &name);
+    if (!parent) {
+        *why = "cannot open " + parent.path() + ": " + errno_text(errno);
+        return {};
+    }
+    struct stat st{};
+    Dir cache = parent.sub(name);
+    if (!cache && errno == ENOENT) {
+        // Made only where nobody else can swap it: in a directory of this user's own.
+        if (parent.stat(st) != 0 || st.st_uid != me || (st.st_mode & 022)) {
+            *why = parent.path() + " is " + owner_text(st) + " (ringcap runs as uid " + std::to_string(me) +
+                   "): no build-id cache is made in a directory another user controls (give ringcap its own HOME, "
+                   "e.g. sudo -H, or -N to skip the cache)";
+            return {};
+        }
+        cache = parent.sub(name, true, 0755);
+    }
+    if (!cache) {
+        const int err = errno;
+        *why = path + (err == ELOOP || err == ENOTDIR ? std::string(" is a symlink or not a directory") : ": " + errno_text(err)) +
+               " (-N skips the build-id cache)";
+        return {};
+    }
+    if (cache.stat(st) != 0 || st.st_uid != me || (st.st_mode & 022)) {
+        *why = path + " is " + owner_text(st) + ": ringcap (uid " + std::to_string(me) +
+               ") writes a build-id cache only into a directory of its user's that nobody else can write "
+               "(chown/chmod it, give ringcap its own HOME, or -N)";
+        return {};
+    }
+    return cache;
+}
+
+namespace {
+
+// One pass over the entries, on the worker thread (add_to_build_id_cache).
+class CacheFiller {
+public:
+    CacheFiller(const Dir& root, const BuildIdCacheLimits& limits, BuildIdCacheStats& st)
+        : root_(root), limits_(limits), st_(st) {
+        struct stat rs{};
+        root_dev_ = root_.stat(rs) == 0 ? rs.st_dev : 0;
+    }
+
+    void add(const BuildIdEntry& e) {
         const std::string id = hex(e.id);
         // "[kernel.kallsyms]" and "[vdso]" sit at the top, paths below their absolute name.
         const bool special = !e.filename.empty() && e.filename[0] == '[';
-        if (!special && (e.filename.empty() || e.filename[0] != '/')) continue;
-        const std::string rel = (special ? "/" : "") + e.filename + "/" + id;
-        const std::string entry_dir = dir + rel;
-        const std::string file = entry_dir + (e.kernel ? "/kallsyms" : e.filename == "[vdso]" ? "/vdso" : "/elf");
-        struct stat st_file{};
-        if (::stat(file.c_str(), &st_file) == 0) {
-            ++st.present;
-            continue;
+        if (e.id.empty() || (!special && (e.filename.empty() || e.filename[0] != '/'))) return;
+        const std::string rel = (special ? e.filename : e.filename.substr(1)) + "/" + id;
+        const char* file = e.kernel ? "kallsyms" : e.filename == "[vdso]" ? "vdso" : "elf";
+        struct stat present{};
+        if (Dir there = root_.beneath(rel); there && there.stat_at(file, present) == 0) {
+            ++st_.present;
+            return;
         }
-        if (!make_dirs(entry_dir)) {
-            fail("creating " + entry_dir, errno);
-            continue;
-        }
-        int err = 0;
-        if (e.kernel) {
-            // /proc files report size 0: read as text, not with sendfile.
-            const std::string text = read_text_file("/proc/kallsyms").value_or("");
-            err = text.empty() ? EIO
-                               : write_copy(file, -1, {reinterpret_cast<const std::byte*>(text.data()), text.size()},
-                                            st.bytes_copied);
-        } else if (e.filename == "[vdso]") {
-            if (!vdso) vdso = current_vdso();
-            err = vdso && vdso->id == e.id ? write_copy(file, -1, vdso->bytes, st.bytes_copied) : ENOENT;
-        } else if (read_build_id(e.filename) != e.id) {
-            err = ESTALE;  // the file on disk is no longer the one that ran
-        } else if (::link(e.filename.c_str(), file.c_str()) == 0) {
-            ++st.linked;  // same filesystem: no copy (perf does the same)
-        } else {
-            UniqueFd in(::open(e.filename.c_str(), O_RDONLY | O_CLOEXEC));
-            err = !in ? errno : write_copy(file, in.get(), {}, st.bytes_copied);
+        bool linked = false;
+        const int err = e.kernel ? add_kallsyms(rel, file)
+                        : special ? add_vdso(e, rel, file)
+                                  : add_file(e, rel, file, linked);
+        if (err == EEXIST) {
+            ++st_.present;  // another record added it meanwhile
+            return;
         }
         if (err) {
-            fail("caching " + e.filename, err);
-            continue;
+            fail("caching " + e.filename + (err == EFBIG ? " (over the cache's size limits)" : ""), err);
+            return;
         }
-        const std::string link_dir = dir + "/.build-id/" + id.substr(0, 2);
-        const std::string link = link_dir + "/" + id.substr(2);
-        if (make_dirs(link_dir)) {
-            ::unlink(link.c_str());
-            if (::symlink(("../.." + rel).c_str(), link.c_str()) != 0) fail("linking " + link, errno);
+        const std::string name = id.substr(2);
+        if (Dir links = root_.beneath(".build-id/" + id.substr(0, 2), true)) {
+            links.unlink(name);
+            if (::symlinkat(("../../" + rel).c_str(), links.fd(), name.c_str()) != 0) fail("linking " + links.path_of(name), errno);
         }
-        ++st.added;
+        ++st_.added;
+        st_.linked += linked;
+    }
+
+private:
+    void fail(const std::string& what, int err) {
+        ++st_.failed;
+        if (st_.error.empty()) st_.error = what + ": " + errno_text(err);
+    }
+
+    // The entry's directory, made below the cache (no symlink followed on the way): 0 or errno.
+    int make_entry(const std::string& rel, Dir& entry) {
+        entry = root_.beneath(rel, true);
+        return entry ? 0 : errno;
+    }
+
+    // Whether a copy of `size` bytes stays within the limits (and leaves the filesystem its room).
+    bool fits(uint64_t size) const {
+        struct statvfs fs{};
+        if (size > limits_.max_file || st_.bytes_copied + size > limits_.max_total) return false;
+        return ::fstatvfs(root_.fd(), &fs) != 0 ||
+               double(fs.f_bavail) * double(fs.f_frsize) - double(size) >=
+                   limits_.keep_free * double(fs.f_blocks) * double(fs.f_frsize);
+    }
+
+    int add_kallsyms(const std::string& rel, const char* file) {
+        // /proc files report size 0: read as text. Real addresses: for the cache's user only.
+        const std::string text = read_text_file("/proc/kallsyms").value_or("");
+        if (text.empty()) return EIO;
+        if (!fits(text.size())) return ++st_.over_limit, EFBIG;
+        Dir entry;
+        if (const int err = make_entry(rel, entry)) return err;
+        return write_copy(entry, file, -1, 0, {reinterpret_cast<const std::byte*>(text.data()), text.size()}, 0600,
+                          st_.bytes_copied);
+    }
+
+    int add_vdso(const BuildIdEntry& e, const std::string& rel, const char* file) {
+        if (!vdso_) vdso_ = current_vdso();
+        if (!vdso_ || vdso_->id != e.id) return ENOENT;
+        if (!fits(vdso_->bytes.size())) return ++st_.over_limit, EFBIG;
+        Dir entry;
+        if (const int err = make_entry(rel, entry)) return err;
+        return write_copy(entry, file, -1, 0, vdso_->bytes, 0644, st_.bytes_copied);
+    }
+
+    int add_file(const BuildIdEntry& e, const std::string& rel, const char* file, bool& linked) {
+        // The mapped file itself, checked (dso_files.hpp), and still the one that ran.
+        struct stat src{};
+        UniqueFd in = open_dso(e.dso, src);
+        if (!in) return errno;
+        if (read_build_id(in.get()) != e.id) return ESTALE;
+        // Another filesystem: a copy, within the limits, decided before anything is made.
+        const uint64_t size = uint64_t(src.st_size);
+        const bool same_fs = src.st_dev == root_dev_;
+        if (!same_fs && !fits(size)) return ++st_.over_limit, EFBIG;
+        Dir entry;
+        if (const int err = make_entry(rel, entry)) return err;
+        if (same_fs) {
+            // A hard link made from the fd (perf links too): no room taken, the source's own mode.
+            const int err = entry.link_fd(in.get(), file);
+            if (err == 0) linked = true;
+            if (err != EXDEV && err != EPERM) return err;  // EXDEV: another mount of the filesystem
+            if (!fits(size)) return ++st_.over_limit, EFBIG;
+        }
+        // Never more readable than the source; never executable or writable by others.
+        return write_copy(entry, file, in.get(), size, {}, src.st_mode & 0644, st_.bytes_copied);
+    }
+
+    const Dir& root_;
+    const BuildIdCacheLimits& limits_;
+    BuildIdCacheStats& st_;
+    dev_t root_dev_ = 0;
+    std::optional<VdsoImage> vdso_;
+};
+
+}  // namespace
+
+BuildIdCacheStats add_to_build_id_cache(const Dir& cache, const std::vector<BuildIdEntry>& entries,
+                                        const BuildIdCacheLimits& limits, std::chrono::milliseconds time) {
+    const auto t0 = std::chrono::steady_clock::now();
+    // The worker owns its inputs (it may outlive this call) and hands its counters over entry by entry.
+    struct Shared {
+        std::mutex mu;
+        Dir cache;
+        std::vector<BuildIdEntry> entries;
+        BuildIdCacheLimits limits;
+        BuildIdCacheStats st;
+        size_t done = 0;
+    };
+    if (!cache) return {};
+    auto shared = std::make_shared<Shared>();
+    shared->cache = cache.dup();
+    shared->entries = entries;
+    shared->limits = limits;
+    const bool finished = run_bounded(
+        [shared](const std::atomic<bool>& abandoned) {
+            BuildIdCacheStats st;
+            CacheFiller filler(shared->cache, shared->limits, st);
+            for (size_t i = 0; i < shared->entries.size() && !abandoned.load(); ++i) {
+                filler.add(shared->entries[i]);
+                std::lock_guard lock(shared->mu);
+                shared->st = st;
+                shared->done = i + 1;
+            }
+        },
+        time);
+    std::lock_guard lock(shared->mu);
+    BuildIdCacheStats st = shared->st;
+    if (!finished) {
+        st.timed_out = true;
+        st.failed += shared->entries.size() - shared->done;
+        if (st.error.empty()) st.error = "not done in " + std::to_string(time.count() / 1000) + " s";
     }
     st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return st;

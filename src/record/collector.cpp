@@ -28,7 +28,8 @@ Collector::Collector(const CollectorConfig& cfg, std::span<const SourceRing> rin
         }
     }
     nice_ = thread_nice();
-    track_dsos_ = cfg.track_dsos;
+    registry_ = cfg.dsos;
+    if (registry_) hits_ = std::make_unique<SampleHits>();
     rings_.resize(rings.size());  // never resized again: the readers point at ids and events_
     for (size_t i = 0; i < rings.size(); ++i) {
         rings_[i].src = &rings[i];
@@ -53,7 +54,7 @@ void Collector::init_ring(size_t i) {
     RingState& r = rings_[i];
     r.ids = IdMap();
     for (const auto& ev : r.src->events) r.ids.add(ev.id, ev.event_index);
-    r.reader = RingReader(r.src->ring.view(), &r.ids, events_, track_dsos_ ? this : nullptr);
+    r.reader = RingReader(r.src->ring.view(), &r.ids, events_, registry_ ? this : nullptr, hits_.get());
     r.reader.set_stack_scrub(stack_scrub_);
 }
 
@@ -95,8 +96,12 @@ void Collector::arm() {
     loop_->run_once(*this, false);  // submit the polls before anything can fire
 }
 
-void Collector::on_exec_mapping(const char* filename, bool kernel) {
-    if (!kernel && filename[0] == '/') dsos_.insert(filename);
+void Collector::hand_over_dsos() {
+    if (!registry_) return;
+    // Mappings first: the pages of a file mapped since the last hand-over resolve at once.
+    registry_->add_mappings(new_maps_);
+    new_maps_.clear();
+    registry_->add_hits(*hits_);
 }
 
 void Collector::on_ring(uint32_t idx, uint32_t which, int revents) {
@@ -129,6 +134,7 @@ void Collector::on_source(Source s) {
     }
     if (s == Source::Tick) {
         tick_ = true;
+        hand_over_dsos();
         control_.on_tick();
     } else {
         control_.on_control(s);
@@ -234,9 +240,11 @@ void Collector::drain_rest() {
         send_ready();
         loop_->run_once(*this, true);
     }
+    hand_over_dsos();  // everything the rings held: the session finishes the file with it
 }
 
 void Collector::switch_output(OutputFile& file, FileSpace& space) {
+    hand_over_dsos();  // the previous file's build-ids include what it holds
     writer_->queue_partial();           // nothing, after a flush; a buffer filled since goes too
     writer_->settle_allocation(this);  // an allocation in flight belongs to the old file
     writer_->switch_to(file, space);

@@ -114,7 +114,6 @@ void CollectorThread::body() {
         published_ = collector_->snapshot();
         cpu_seconds_ = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
                        double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-        dsos_ = collector_->dsos();
         final_owed_ = collector_->writer().published_owed();
         final_kept_end_ = collector_->writer().published_kept_end();
         final_error_ = collector_->writer().error();
@@ -230,7 +229,7 @@ void CollectorThread::after_pass(bool complete) {
             // Rotation: what this pass and the ones before drained is queued for the current file;
             // the rest goes to the next one. Counted here, at the boundary (before the time range
             // restarts). Not under mu_: the switch may run the loop, whose tick takes it.
-            SwitchPoint sp{ack_for_, collector_->snapshot(), collector_->dsos()};
+            SwitchPoint sp{ack_for_, collector_->snapshot()};
             previous_settled_.store(false, std::memory_order_relaxed);
             collector_->switch_output(*file, *space);
             std::lock_guard lock(mu_);

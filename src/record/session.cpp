@@ -121,7 +121,7 @@ void Session::start_collectors(const RecordPlan& plan, const std::vector<perf_ev
         s.config.staging_buffer_bytes = plan.staging_buffer_bytes();
         staging_buffer_bytes_ = plan.staging_buffer_bytes();
         s.config.events = specs_.size();
-        s.config.track_dsos = opts_.build_ids;
+        s.config.dsos = opts_.build_ids ? &dsos_ : nullptr;
         s.config.realtime_priority = opts_.realtime_priority;
         // The default gives way to a priority ringcap was started with (nice, systemd's Nice=): the
         // collectors keep that one.
@@ -344,17 +344,21 @@ void Session::write_start() {
 
 void Session::write_start_records() {
     std::vector<std::byte> start;
+    std::vector<MappedFile> maps;
     const RecordSink sink = [&](const void* rec, size_t n) {
         perf_event_header h;
         std::memcpy(&h, rec, sizeof h);
         if (opts_.build_ids && h.type == PERF_RECORD_MMAP2 && !(h.misc & PERF_RECORD_MISC_MMAP_DATA)) {
-            const char* name = static_cast<const char*>(rec) + field::kMmap2Filename;
-            if (name[0] == '/') synthesized_dsos_.insert(name);
+            Mmap2Body b;
+            std::memcpy(&b, static_cast<const char*>(rec) + field::kBody, sizeof b);
+            maps.push_back({b.pid, b.addr, b.addr + b.len, b.maj, b.min, b.ino, true,
+                            static_cast<const char*>(rec) + field::kMmap2Filename});
         }
         const auto* b = static_cast<const std::byte*>(rec);
         start.insert(start.end(), b, b + n);
     };
     source_->synthesize(sink, synth_);
+    dsos_.add_mappings(maps);
     const perf_event_header init{kRecordFinishedInit, 0, sizeof(perf_event_header)};  // as perf: the start is complete
     sink(&init, sizeof init);
     if (opts_.compression_level > 0) output_->set_crash_features(kAnchorFeatures);
@@ -411,14 +415,12 @@ void Session::finish() {
         if (!error) error = c->write_error();
     }
     if (kept_end != UINT64_MAX) data_size = output_->last_record_end(data_size, kept_end - data_offset);
-    std::set<std::string> dsos = synthesized_dsos_;
-    for (const auto& c : collectors_) dsos.insert(c->dsos().begin(), c->dsos().end());
     const RecordSnapshot snap = snapshot();
     const CompressionFeature comp = compression_feature(&snap);
     // perf report --time with percentages and perf script --time need the first and last sample time
     // (with rotation, of this file: the range starts again at each switch).
     const SampleTimeRange times{snap.total.first_time, snap.total.last_time};
-    const std::vector<BuildIdEntry> build_ids = opts_.build_ids ? collect_build_ids(dsos) : std::vector<BuildIdEntry>{};
+    const std::vector<BuildIdEntry> build_ids = opts_.build_ids ? build_id_list() : std::vector<BuildIdEntry>{};
     const std::string feature_error = output_->finish(data_size, HostInfo::current(opts_.argv), specs_,
                                                       opts_.build_ids ? &build_ids : nullptr,
                                                       opts_.compression_level > 0 ? &comp : nullptr,
@@ -446,22 +448,6 @@ void Session::finish() {
         name_finished(output_->file(), data_size, samples);
     }
     if (opts_.build_id_cache && !build_ids.empty()) cache_build_ids(build_ids);
-}
-
-void Session::cache_build_ids(const std::vector<BuildIdEntry>& build_ids) {
-    // As perf record: the binaries go to ~/.debug, so perf report still symbolizes this profile after
-    // they are rebuilt. After the file is complete: a failure here costs symbols later, not data.
-    const std::string dir = default_build_id_cache_dir();
-    if (dir.empty()) return;  // no HOME (an init script, a minimal container): as perf, no cache
-    const BuildIdCacheStats c = add_to_build_id_cache(dir, build_ids);
-    if (opts_.verbose)
-        log_ << "ringcap: build-id cache " << dir << ": " << c.added << " added (" << c.linked << " hard links, "
-             << human_bytes(c.bytes_copied) << " copied), " << c.present << " already there, in " << std::fixed
-             << std::setprecision(3) << c.seconds << " s\n";
-    if (!c.error.empty())
-        log_ << "ringcap: warning: the build-id cache (" << dir << ") misses "
-             << std::max<size_t>(c.failed, 1) << " file(s): " << c.error
-             << "; perf report needs the binaries as they were (or -N to skip the cache)\n";
 }
 
 RecordSnapshot Session::snapshot() const {

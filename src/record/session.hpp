@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ringcap/collector_thread.hpp"
+#include "ringcap/dsos.hpp"
 #include "ringcap/file_output.hpp"
 #include "ringcap/hotplug.hpp"
 #include "ringcap/pipe_output.hpp"
@@ -57,6 +58,9 @@ private:
     CompressionFeature compression_feature(const RecordSnapshot* s) const;
     void stop();
     void finish();
+    // session_build_ids.cpp: the BUILD_ID list of the DSOs samples hit so far (read within a bound,
+    // saying what was skipped), and adding them to the build-id cache.
+    std::vector<BuildIdEntry> build_id_list();
     void cache_build_ids(const std::vector<BuildIdEntry>& build_ids);
     RecordSnapshot snapshot() const;
     uint64_t durable_end() const;  // file offset below which the data is on disk, at a record boundary
@@ -108,8 +112,9 @@ private:
     uint64_t status_samples_ = 0, status_bytes_ = 0;
     bool status_shown_ = false;
     UniqueFd done_fd_;                     // collectors that end on their own say so here
+    DsoRegistry dsos_;  // BUILD_ID: the mappings and sample pages the collectors hand over (outlives them)
     std::vector<std::unique_ptr<CollectorThread>> collectors_;
-    std::set<std::string> synthesized_dsos_;
+    uint64_t cache_copied_ = 0;    // bytes copied into the build-id cache by this record
     SynthesisStats synth_;
     std::vector<uint64_t> event_lost_samples_;
     uint64_t lost_samples_ = 0;

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ringcap/build_id_cache.hpp"
+#include "ringcap/dso_files.hpp"
 #include "ringcap/records.hpp"
 #include "session.hpp"
 
@@ -41,7 +41,7 @@ uint64_t Session::max_size_tail() const {
     // The feature block as it would be now, doubled (build-ids of what gets mapped meanwhile), plus
     // LOST_SAMPLES for every event on every ring and a few round markers.
     std::vector<BuildIdEntry> ids;
-    if (opts_.build_ids) ids = collect_build_ids(synthesized_dsos_);
+    if (opts_.build_ids) ids = build_id_placeholders(dsos_.dsos(/*all=*/true));
     const uint64_t features = file_output().tail_bytes(HostInfo::current(opts_.argv), specs_, ids);
     const uint64_t lost = uint64_t(specs_.size()) * source_->rings().size() * sizeof(LostSamplesRecord);
     return 2 * features + (64u << 10) + lost + 4 * kStagingAlign;
@@ -145,7 +145,6 @@ void Session::finish_previous() {
     if (samples_at_switch_.size() != collectors_.size()) samples_at_switch_.assign(collectors_.size(), 0);
     uint64_t samples = 0;
     RingCounters range;
-    std::set<std::string> dsos = synthesized_dsos_;
     for (size_t i = 0; i < collectors_.size(); ++i) {
         const auto sp = collectors_[i]->switch_point();
         const CollectorSnapshot counters = sp.round == switched_round_ ? sp.counters : collectors_[i]->snapshot();
@@ -157,12 +156,13 @@ void Session::finish_previous() {
         samples += at - samples_at_switch_[i];
         samples_at_switch_[i] = at;
         range += total;
-        dsos.insert(sp.dsos.begin(), sp.dsos.end());
     }
     const RecordSnapshot snap = snapshot();
     const CompressionFeature comp = compression_feature(&snap);
     const SampleTimeRange times{range.first_time, range.last_time};
-    const std::vector<BuildIdEntry> build_ids = opts_.build_ids ? collect_build_ids(dsos) : std::vector<BuildIdEntry>{};
+    // The DSOs hit so far (every collector handed its pages over at its switch): this file's and
+    // maybe a few of the files before it.
+    const std::vector<BuildIdEntry> build_ids = opts_.build_ids ? build_id_list() : std::vector<BuildIdEntry>{};
     const std::string feature_error =
         out.finish(data_size, HostInfo::current(opts_.argv), specs_, opts_.build_ids ? &build_ids : nullptr,
                    opts_.compression_level > 0 ? &comp : nullptr, range.first_time ? &times : nullptr);

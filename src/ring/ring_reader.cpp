@@ -15,8 +15,9 @@ void IdMap::add(uint64_t id, size_t index) {
     entries_.insert(it, {id, index});
 }
 
-RingReader::RingReader(RingView view, const IdMap* ids, std::span<EventCounters> events, MmapObserver* mmaps)
-    : view_(view), mask_(view.size - 1), ids_(ids), events_(events), mmaps_(mmaps) {
+RingReader::RingReader(RingView view, const IdMap* ids, std::span<EventCounters> events, MmapObserver* mmaps,
+                       SampleHits* hits)
+    : view_(view), mask_(view.size - 1), ids_(ids), events_(events), mmaps_(mmaps), hits_(hits) {
     assert(view.size != 0 && (view.size & (view.size - 1)) == 0);
     // We are the only writer of data_tail; start where a previous reader (if any) left off.
     tail_ = __atomic_load_n(&view_.page->data_tail, __ATOMIC_RELAXED);
@@ -63,6 +64,11 @@ uint64_t RingReader::account(uint64_t start, uint64_t limit, uint64_t head) {
                     counters_.last_time = std::max(counters_.last_time, t);
                 }
                 ++counters_.samples;
+                // perf's rule for BUILD_ID: the files that user-space sample addresses fall in.
+                if (hits_ && (hdr.misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_USER &&
+                    hdr.size >= field::kSamplePid + 8)
+                    hits_->add(load_at<uint32_t>(view_.data, mask_, pos + field::kSamplePid),
+                               load_at<uint64_t>(view_.data, mask_, pos + field::kSampleIp));
                 if (ids_ && hdr.size >= field::kSampleIdentifier + 8) {
                     size_t ev = ids_->find(load_at<uint64_t>(view_.data, mask_, pos + field::kSampleIdentifier));
                     if (ev < events_.size()) ++events_[ev].samples;
@@ -100,14 +106,27 @@ void RingReader::note_mapping(uint64_t pos, const perf_event_header& hdr) {
     const bool v2 = hdr.type == PERF_RECORD_MMAP2;
     const uint64_t name_at = v2 ? field::kMmap2Filename : field::kMmapFilename;
     if (hdr.misc & PERF_RECORD_MISC_MMAP_DATA) return;
-    if (v2 && !(load_at<uint32_t>(view_.data, mask_, pos + field::kMmap2Prot) & PROT_EXEC)) return;
+    if ((hdr.misc & PERF_RECORD_MISC_CPUMODE_MASK) != PERF_RECORD_MISC_USER) return;  // the kernel's own
     if (hdr.size <= name_at) return;
+    MappedFile m;
+    if (v2) {
+        Mmap2Body b;
+        copy_out(pos + field::kBody, reinterpret_cast<std::byte*>(&b), sizeof b);
+        if (!(b.prot & PROT_EXEC)) return;
+        m = {b.pid, b.addr, b.addr + b.len, b.maj, b.min, b.ino, !(hdr.misc & PERF_RECORD_MISC_MMAP_BUILD_ID), {}};
+    } else {
+        MmapBody b;
+        copy_out(pos + field::kBody, reinterpret_cast<std::byte*>(&b), sizeof b);
+        m.pid = b.pid;
+        m.start = b.addr;
+        m.end = b.addr + b.len;
+    }
     char name[4096];
     const uint64_t n = std::min<uint64_t>(hdr.size - name_at, sizeof name - 1);
     copy_out(pos + name_at, reinterpret_cast<std::byte*>(name), n);
     name[n] = 0;
-    const uint16_t cpumode = hdr.misc & PERF_RECORD_MISC_CPUMODE_MASK;
-    mmaps_->on_exec_mapping(name, cpumode == PERF_RECORD_MISC_KERNEL);
+    m.path = name;
+    mmaps_->on_exec_mapping(m);
 }
 
 void RingReader::copy_scrubbed(uint64_t from, std::byte* dst, uint64_t len) const {

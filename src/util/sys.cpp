@@ -1,6 +1,10 @@
 #include "ringcap/sys.hpp"
 
 #include <algorithm>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -109,6 +113,32 @@ int possible_cpus() {
 size_t page_size() {
     static const size_t ps = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     return ps;
+}
+
+bool run_bounded(std::function<void(const std::atomic<bool>&)> work, std::chrono::milliseconds limit) {
+    struct State {
+        std::mutex mu;
+        std::condition_variable cv;
+        bool done = false;
+        std::atomic<bool> abandoned{false};
+    };
+    auto st = std::make_shared<State>();
+    std::thread t([st, work = std::move(work)] {
+        work(st->abandoned);
+        std::lock_guard lock(st->mu);
+        st->done = true;
+        st->cv.notify_all();
+    });
+    std::unique_lock lock(st->mu);
+    if (st->cv.wait_for(lock, limit, [&] { return st->done; })) {
+        lock.unlock();
+        t.join();
+        return true;
+    }
+    st->abandoned.store(true);
+    lock.unlock();
+    t.detach();  // owns only `st` and what `work` captured
+    return false;
 }
 
 }  // namespace ringcap

@@ -1,14 +1,17 @@
 // ringcap runs as root; every process hands it paths (its mappings) and sometimes directories (a
 // job's working directory, a user's HOME). Each attack here is made by the user nobody against a root
-// ringcap, and each failed against ringcap before its fix.
+// ringcap, and each failed against ringcap before its fix (docs/security.md has the threat model).
 #include <catch2/catch.hpp>
 
 #include <csignal>
 #include <fstream>
 #include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/sysmacros.h>
 
 #include "record/spawn.hpp"
 #include "ringcap/dir.hpp"
+#include "ringcap/dso_files.hpp"
 #include "ringcap/output_file.hpp"
 #include "tools.hpp"
 
@@ -35,6 +38,22 @@ struct Victim {
     bool intact() const { return read_file(path) == "precious"; }
 };
 
+// The exit status, or a failure (and SIGKILL) if the child is still running after `seconds`: a
+// detector for a hung ringcap, not a timing requirement.
+int wait_exit_or_hang(const Running& r, int seconds = 60) {
+    for (int i = 0; i < seconds * 100; ++i) {
+        int status = 0;
+        if (::waitpid(r.pid, &status, WNOHANG) == r.pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        const timespec ten_ms{0, 10'000'000};
+        ::nanosleep(&ten_ms, nullptr);
+    }
+    ::kill(r.pid, SIGKILL);
+    wait_exit(r);
+    FAIL("ringcap hung (still running after " << seconds << " s)");
+    return -1;
+}
+
 // A child that is killed when the test ends, however it ends.
 struct KilledAtEnd {
     pid_t pid;
@@ -43,6 +62,28 @@ struct KilledAtEnd {
         wait_child(pid);
     }
 };
+
+bool exists(const std::string& p) {
+    struct stat st{};
+    return ::lstat(p.c_str(), &st) == 0;
+}
+
+// A system-wide record as root that runs until SIGINT, its HOME set to `home` ("" leaves it).
+Running start_record(const std::vector<std::string>& args, const std::string& log, const std::string& home) {
+    Running r = spawn(args, log, [home] {
+        if (!home.empty()) ::setenv("HOME", home.c_str(), 1);
+    });
+    return r;
+}
+
+// nobody runs `prog` (a copy of the workload) to its end: its samples make it a DSO with samples.
+void run_workload_as_nobody(const std::string& prog) {
+    const pid_t p = run_as_nobody([&] {
+        ::execl(prog.c_str(), prog.c_str(), "600", nullptr);
+        return 127;
+    });
+    REQUIRE(wait_child(p) == 0);
+}
 
 }  // namespace
 
@@ -123,6 +164,125 @@ TEST_CASE("security: the output in a directory its user writes is never reached 
     CHECK(published + refused == 1000);
     if (!named) CHECK(refused == 0);
     CHECK(v.intact());
+}
+
+TEST_CASE("security: no build-id cache in a HOME another user owns, nor through a .debug symlink planted there",
+          "[security][buildid]") {
+    require_root();
+    require_kernel();
+    UserDir home("sec-home");
+    TempDir out("sec-home-out");
+    TempFile log("sec-home-log");
+    const std::string cmd = " record -a -F 1000 -o " + out.path + "/p.data -- " + std::string(RINGCAP_WORKLOAD) + " 300 2>&1";
+    // No .debug there: none is made (root's files in a user's HOME are theirs to swap).
+    auto r = run_command("HOME=" + home.path + " " + kRingcap + cmd);
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("no build-id cache: " + home.path + " is owned by uid 65534") != std::string::npos);
+    CHECK(dir_entries(home.path).empty());
+    // A .debug symlink planted by its owner, to a directory of root's: nothing is written there.
+    TempDir target("sec-home-target", 0700);
+    const pid_t plant = run_as_nobody([&] { return ::symlink(target.path.c_str(), (home.path + "/.debug").c_str()); });
+    REQUIRE(wait_child(plant) == 0);
+    r = run_command("HOME=" + home.path + " " + kRingcap + cmd);
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("is a symlink or not a directory") != std::string::npos);
+    CHECK(dir_entries(target.path).empty());
+}
+
+TEST_CASE("security: a mapped file swapped for a FIFO, a device symlink or a directory symlink is never opened",
+          "[security][buildid]") {
+    require_root();
+    require_kernel();
+    enum class Swap { Fifo, DeviceLink, DirectoryFlip };
+    const Swap swap = GENERATE(Swap::Fifo, Swap::DeviceLink, Swap::DirectoryFlip);
+    UserDir u("sec-map");
+    TempDir home("sec-map-home", 0700), out("sec-map-out");
+    TempDir devdir("sec-map-dev", 0755);
+    TempFile log("sec-map-log");
+    const std::string d = u.path + "/d", prog = d + "/prog";
+    REQUIRE(wait_child(run_as_nobody([&] { return ::mkdir(d.c_str(), 0755); })) == 0);
+    REQUIRE(run_command("cp " + std::string(RINGCAP_WORKLOAD) + " " + prog + " && chown nobody: " + prog).status == 0);
+    // What root must not open: a device node (watched for opens), a root-only ELF behind a symlink.
+    const std::string node = devdir.path + "/null";
+    REQUIRE(::mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0);
+    UniqueFd watch(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+    REQUIRE(::inotify_add_watch(watch.get(), node.c_str(), IN_OPEN) >= 0);
+    Victim secret;
+    REQUIRE(run_command("cp /bin/true " + secret.dir.path + "/prog && chmod 0600 " + secret.dir.path + "/prog").status == 0);
+    const auto secret_id = read_build_id(secret.dir.path + "/prog");
+
+    const std::string data = out.path + "/p.data";
+    Running rec = start_record({"record", "-a", "-F", "1000", "-o", data}, log.path, home.path);
+    REQUIRE(eventually([&] { return exists(data); }));  // published: the record runs
+    run_workload_as_nobody(prog);                      // samples hit it; it has exited
+    // The swap, by nobody, before the record ends and reads build-ids.
+    const pid_t swapper = run_as_nobody([&] {
+        switch (swap) {
+            case Swap::Fifo: return ::mkfifo((d + "/fifo").c_str(), 0644) | ::rename((d + "/fifo").c_str(), prog.c_str());
+            case Swap::DeviceLink: return ::symlink(node.c_str(), (d + "/l").c_str()) | ::rename((d + "/l").c_str(), prog.c_str());
+            case Swap::DirectoryFlip:
+                return ::rename(d.c_str(), (d + ".real").c_str()) | ::symlink(secret.dir.path.c_str(), d.c_str());
+        }
+        return 1;
+    });
+    REQUIRE(wait_child(swapper) == 0);
+    ::kill(rec.pid, SIGINT);
+    const int rc = wait_exit_or_hang(rec);
+    const std::string text = read_file(log.path);
+    INFO(text);
+    CHECK(rc == 0);
+    // Said, not silent: the file is left out of the build-ids, with the reason.
+    const char* reason = swap == Swap::Fifo ? "not a regular file now" : "its path leads through a symlink now";
+    CHECK(text.find(prog + ": " + reason) != std::string::npos);
+    char ev[4096];
+    CHECK(::read(watch.get(), ev, sizeof ev) < 0);  // the device was never opened
+    // The root-only file behind the symlink is neither listed nor copied into the cache.
+    if (secret_id) {
+        const std::string perf = require_perf();
+        std::string sid;
+        char b[3];
+        for (uint8_t x : *secret_id) std::snprintf(b, sizeof b, "%02x", x), sid += b;
+        CHECK(run_command(perf + " buildid-list -i " + data + " 2>&1").output.find(sid) == std::string::npos);
+        CHECK_FALSE(exists(home.path + "/.debug/.build-id/" + sid.substr(0, 2) + "/" + sid.substr(2)));
+    }
+    CHECK(secret.intact());
+}
+
+TEST_CASE("security: a 2 GiB sparse ELF on another filesystem is not copied into the build-id cache",
+          "[security][buildid]") {
+    require_root();
+    require_kernel();
+    TempDir home("sec-sparse-home", 0700), out("sec-sparse-out");
+    TempFile log("sec-sparse-log");
+    struct stat shm{}, h{};
+    if (::stat("/dev/shm", &shm) != 0 || ::stat(home.path.c_str(), &h) != 0 || shm.st_dev == h.st_dev)
+        skip_test("needs /dev/shm on another filesystem than " + home.path + " (the cache copies, not links)");
+    char tmpl[] = "/dev/shm/ringcap-sparse-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl));
+    const std::string dir = tmpl, prog = dir + "/prog";
+    REQUIRE(::chown(dir.c_str(), kNobody, kNobody) == 0);
+    REQUIRE(wait_child(run_as_nobody([&] {
+                const std::string cmd = "cp " + std::string(RINGCAP_WORKLOAD) + " " + prog + " && truncate -s 2G " + prog;
+                return std::system(cmd.c_str()) == 0 ? 0 : 1;
+            })) == 0);
+    const std::string data = out.path + "/p.data";
+    Running rec = start_record({"record", "-a", "-F", "1000", "-o", data}, log.path, home.path);
+    REQUIRE(eventually([&] { return exists(data); }));
+    run_workload_as_nobody(prog);
+    ::kill(rec.pid, SIGINT);
+    const int rc = wait_exit_or_hang(rec);
+    const std::string text = read_file(log.path);
+    INFO(text);
+    CHECK(rc == 0);
+    CHECK(text.find("caching " + prog + " (over the cache's size limits)") != std::string::npos);
+    // What the cache took: its copies (files of one link; the hard links take no room).
+    const auto du = run_command("find " + home.path + "/.debug -type f -links 1 -printf '%s\\n' | awk '{s+=$1} END {print s+0}'");
+    INFO("cache copies: " << du.output);
+    CHECK(std::stoull(du.output) < (64ull << 20));  // /proc/kallsyms and the vDSO, not 2 GiB
+    CHECK_FALSE(exists(home.path + "/.debug" + dir));  // nothing made for it
+    run_command("rm -rf " + dir);
 }
 
 TEST_CASE("security: files and locks another user makes at ringcap's names do not stop a root record",

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <linux/perf_event.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -659,4 +660,53 @@ TEST_CASE("RingReader: the earliest and latest sample time (HEADER_SAMPLE_TIME),
     total += other;
     CHECK(total.first_time == 2000);
     CHECK(total.last_time == 9000);
+}
+
+TEST_CASE("RingReader: executable mappings reach the observer, user-space sample pages the hit table", "[ring][dsos]") {
+    struct Observer : ringcap::MmapObserver {
+        std::vector<ringcap::MappedFile> seen;
+        void on_exec_mapping(const ringcap::MappedFile& m) override { seen.push_back(m); }
+    } obs;
+    ringcap::SampleHits hits;
+    FakeRing ring(4096, 4096 - 48);  // the MMAP2 record wraps at the end of the area
+    // MMAP2: pid/tid, addr, len, pgoff, maj/min, ino, ino_generation, prot/flags, then the name.
+    auto mmap2 = [](uint32_t pid, uint64_t addr, uint32_t prot, const char* name, uint16_t misc) {
+        ringcap::Mmap2Body b{pid, pid, addr, 0x2000, 0, 8, 1, 77, 0, prot, 2};
+        const size_t n = (std::strlen(name) + 1 + 7) & ~size_t(7);
+        perf_event_header h{PERF_RECORD_MMAP2, misc, uint16_t(sizeof h + sizeof b + n)};
+        Bytes r;
+        put(r, &h, sizeof h);
+        put(r, &b, sizeof b);
+        Bytes s(n, std::byte{0});
+        std::memcpy(s.data(), name, std::strlen(name));
+        put(r, s.data(), s.size());
+        return r;
+    };
+    REQUIRE(ring.write(mmap2(42, 0x400000, PROT_READ | PROT_EXEC, "/usr/bin/prog", PERF_RECORD_MISC_USER)));
+    REQUIRE(ring.write(mmap2(42, 0x600000, PROT_READ, "/usr/share/data", PERF_RECORD_MISC_USER)));  // not code
+    REQUIRE(ring.write(mmap2(42, 0x700000, PROT_READ | PROT_EXEC, "/lib/x.so", PERF_RECORD_MISC_USER |
+                                                                                 PERF_RECORD_MISC_MMAP_BUILD_ID)));
+    // Samples: identifier, ip, pid/tid, time. A kernel one is not noted (the kernel is always listed).
+    Bytes user = make_record(PERF_RECORD_SAMPLE, {1, 0x401234, 42 | (43ull << 32), 1000});
+    Bytes kernel = make_record(PERF_RECORD_SAMPLE, {1, 0xffffffff81000000, 42 | (43ull << 32), 1001});
+    perf_event_header kh;
+    std::memcpy(&kh, kernel.data(), sizeof kh);
+    kh.misc = PERF_RECORD_MISC_KERNEL;
+    std::memcpy(kernel.data(), &kh, sizeof kh);
+    REQUIRE(ring.write(user));
+    REQUIRE(ring.write(kernel));
+    RingReader reader(ring.view(), nullptr, {}, &obs, &hits);
+    Sink sink;
+    reader.drain(sink.pool);
+    REQUIRE(obs.seen.size() == 2);
+    CHECK(obs.seen[0].pid == 42);
+    CHECK(obs.seen[0].start == 0x400000);
+    CHECK(obs.seen[0].end == 0x402000);
+    CHECK((obs.seen[0].maj == 8 && obs.seen[0].min == 1 && obs.seen[0].ino == 77 && obs.seen[0].has_inode));
+    CHECK(obs.seen[0].path == "/usr/bin/prog");
+    CHECK(obs.seen[1].path == "/lib/x.so");
+    CHECK_FALSE(obs.seen[1].has_inode);  // a build-id MMAP2 carries no device and inode
+    std::vector<std::pair<uint32_t, uint64_t>> pages;
+    hits.take([&](uint32_t pid, uint64_t page) { pages.emplace_back(pid, page); });
+    CHECK(pages == std::vector<std::pair<uint32_t, uint64_t>>{{42, 0x401000}});
 }
