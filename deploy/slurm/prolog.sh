@@ -6,7 +6,7 @@
 # Writes, in RINGCAP_DIR (/var/lib/ringcap):
 #   job-$SLURM_JOB_ID.data  the perf.data file (every CPU, only the job's cgroup: -a -G)
 #   job-$SLURM_JOB_ID.json  ringcap's JSON summary, written when the capture ends (epilog: SIGINT)
-#   job-$SLURM_JOB_ID.pid   the capture's pid, for the epilog
+#   job-$SLURM_JOB_ID.pid   the capture's pid and start time (/proc/PID/stat field 22), for the epilog
 #   job-$SLURM_JOB_ID.log   ringcap's errors (-q prints nothing else)
 #
 # The job's cgroup is where Slurm's cgroup/v2 plugin puts it: under the scope slurmd creates,
@@ -46,9 +46,22 @@ read -r -a opts <<<"${RINGCAP_OPTS:--F 999 -g}"
 if [ ! -x "$ringcap" ]; then log "job $job: $ringcap not found"; exit 0; fi
 if ! mkdir -p "$dir"; then log "job $job: cannot create $dir"; exit 0; fi
 base="$dir/job-$job"
-if [ -e "$base.pid" ] && kill -0 "$(cat "$base.pid" 2>/dev/null)" 2>/dev/null; then
-    log "job $job: a capture is already running (pid $(cat "$base.pid"))"
-    exit 0
+# The start time of process $1 in clock ticks since boot (/proc/PID/stat field 22; the fields after
+# the command name, which may itself hold spaces and parentheses), or nothing if it is gone.
+start_time() {
+    local stat rest f
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+    rest=${stat##*) }
+    read -r -a f <<<"$rest"
+    echo "${f[19]:-}"
+}
+if [ -e "$base.pid" ]; then
+    old_pid="" old_start=""
+    read -r old_pid old_start _ <"$base.pid" 2>/dev/null
+    if [ -n "${old_pid:-}" ] && [ -n "${old_start:-}" ] && [ "$(start_time "$old_pid")" = "$old_start" ]; then
+        log "job $job: a capture is already running (pid $old_pid)"
+        exit 0
+    fi
 fi
 
 # A new session (setsid), no terminal, stdin from /dev/null: slurmd does not wait for it, and it
@@ -67,6 +80,7 @@ setsid nohup bash -c '
     exec "$ringcap" record -a -G "$cg" "$@" -o "$base.data" --json "$base.json" -q
 ' ringcap-prolog "$cgroup" "$mount" "$wait_s" "$ringcap" "$base" "${opts[@]}" \
     </dev/null >"$base.log" 2>&1 &
-echo $! >"$base.pid"
-log "job $job: capture of cgroup $cgroup started (pid $!, $base.data)"
+pid=$!
+echo "$pid $(start_time "$pid")" >"$base.pid"
+log "job $job: capture of cgroup $cgroup started (pid $pid, $base.data)"
 exit 0
