@@ -142,6 +142,7 @@ public:
     void on_source(Source s) override;
     // MmapObserver: the DSOs mapped executable, for the BUILD_ID feature.
     void on_exec_mapping(const MappedFile& m) override { new_maps_.push_back(m); }
+    void on_process_exit(uint32_t pid) override { new_exits_.push_back(pid); }
 
 private:
     struct RingState {
@@ -190,6 +191,7 @@ private:
     DsoRegistry* registry_ = nullptr;
     std::unique_ptr<SampleHits> hits_;   // with registry_: sample pages since the last hand-over
     std::vector<MappedFile> new_maps_;  // mappings since the last hand-over
+    std::vector<uint32_t> new_exits_;   // processes that exited since
 
     size_t start_ = 0;  // the ring each pass starts at (see pass())
     size_t live_rings_ = 0;

@@ -6,6 +6,7 @@
 // another collector has not handed over yet waits a few hand-overs.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -98,12 +99,19 @@ struct DsoRegistryStats {
 // Shared by the collectors (their hand-overs) and the session (its start records and queries).
 class DsoRegistry {
 public:
-    // Mappings kept before the registry stops resolving pages and counts every file as hit.
+    using Clock = std::chrono::steady_clock;
+    // Mappings kept (of live processes, and of those that exited less than kExitGrace ago) before
+    // the registry stops resolving pages and counts every file as hit.
     static constexpr size_t kMaxRanges = size_t(1) << 20;
+    static constexpr auto kExitGrace = std::chrono::seconds(3);
 
     void add_mappings(std::span<const MappedFile> maps);
+    // Processes that exited (PERF_RECORD_EXIT of their main thread): their mappings are dropped a
+    // few seconds later (samples other collectors saw before the exit have been handed over by
+    // then), so a host that starts processes all day does not grow the registry without bound.
+    void add_exits(std::span<const uint32_t> pids, Clock::time_point now = Clock::now());
     // Resolves and empties `hits`. Pages not resolved yet are retried at the next hand-overs.
-    void add_hits(SampleHits& hits);
+    void add_hits(SampleHits& hits, Clock::time_point now = Clock::now());
     // The files (a path, not the kernel's "//anon" or "[vdso]") for BUILD_ID, hit ones (all with
     // `all`), in path order.
     std::vector<DsoRef> dsos(bool all) const;
@@ -113,6 +121,11 @@ private:
     struct Range {
         uint64_t start, end;
         size_t dso;
+        uint64_t seq;  // when it was added (add_mappings calls), to drop only what predates an exit
+    };
+    struct Exit {
+        Clock::time_point when;
+        uint64_t seq;
     };
     struct Dso {
         DsoRef ref;
@@ -121,12 +134,15 @@ private:
     size_t dso_index(const MappedFile& m);
     bool resolve(uint32_t pid, uint64_t page);  // locked
     void retry_pending();                        // locked
+    void drop_exited(Clock::time_point now);     // locked
 
     mutable std::mutex mu_;
     std::map<std::tuple<std::string, uint32_t, uint32_t, uint64_t>, size_t> index_;
     std::vector<Dso> dsos_;
     std::unordered_map<uint32_t, std::vector<Range>> ranges_;  // per pid
     size_t range_count_ = 0;
+    uint64_t seq_ = 0;
+    std::unordered_map<uint32_t, Exit> exited_;
     std::unordered_map<uint64_t, unsigned> pending_;  // (pid << 36 | page >> 12) -> hand-overs waited
     size_t unresolved_ = 0;
     bool all_hit_ = false;

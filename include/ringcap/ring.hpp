@@ -105,12 +105,14 @@ struct RingCounters {
     }
 };
 
-// Told about every user-space executable mapping record (MMAP/MMAP2) the reader passes, for the
-// BUILD_ID feature. Rare records; the callee may allocate.
+// Told about every user-space executable mapping record (MMAP/MMAP2) and process exit the reader
+// passes, for the BUILD_ID feature. Rare records; the callee may allocate.
 class MmapObserver {
 public:
     virtual ~MmapObserver() = default;
     virtual void on_exec_mapping(const MappedFile& m) = 0;
+    // PERF_RECORD_EXIT of a process's main thread: its mappings are gone.
+    virtual void on_process_exit(uint32_t /*pid*/) {}
 };
 
 struct DrainResult {

@@ -49,10 +49,42 @@ void DsoRegistry::add_mappings(std::span<const MappedFile> maps) {
             pending_.clear();
             continue;
         }
-        ranges_[m.pid].push_back({m.start, m.end, d});
+        auto& ranges = ranges_[m.pid];
+        // Each rotated file's start records name every live mapping again: kept once.
+        if (std::any_of(ranges.begin(), ranges.end(),
+                        [&](const Range& r) { return r.start == m.start && r.end == m.end && r.dso == d; }))
+            continue;
+        ranges.push_back({m.start, m.end, d, seq_});
         ++range_count_;
     }
+    ++seq_;
     retry_pending();
+}
+
+void DsoRegistry::add_exits(std::span<const uint32_t> pids, Clock::time_point now) {
+    if (pids.empty()) return;
+    std::lock_guard lock(mu_);
+    for (uint32_t pid : pids) exited_[pid] = {now, seq_};
+}
+
+void DsoRegistry::drop_exited(Clock::time_point now) {
+    for (auto it = exited_.begin(); it != exited_.end();) {
+        if (now - it->second.when < kExitGrace) {
+            ++it;
+            continue;
+        }
+        // What the process mapped before its exit was handed over; a new process with the pid keeps
+        // what it mapped since.
+        if (auto r = ranges_.find(it->first); r != ranges_.end()) {
+            auto& v = r->second;
+            const uint64_t seq = it->second.seq;
+            const size_t before = v.size();
+            v.erase(std::remove_if(v.begin(), v.end(), [seq](const Range& x) { return x.seq < seq; }), v.end());
+            range_count_ -= before - v.size();
+            if (v.empty()) ranges_.erase(r);
+        }
+        it = exited_.erase(it);
+    }
 }
 
 bool DsoRegistry::resolve(uint32_t pid, uint64_t page) {
@@ -80,13 +112,14 @@ void DsoRegistry::retry_pending() {
     }
 }
 
-void DsoRegistry::add_hits(SampleHits& hits) {
+void DsoRegistry::add_hits(SampleHits& hits, Clock::time_point now) {
     std::lock_guard lock(mu_);
     if (hits.overflowed()) all_hit_ = true;
     if (all_hit_) {
         hits.take([](uint32_t, uint64_t) {});
         return;
     }
+    drop_exited(now);
     // Pages that waited long enough are given up on: anonymous code (a JIT) that no file maps, or a
     // process whose mappings never reached the rings.
     for (auto it = pending_.begin(); it != pending_.end();) {

@@ -102,6 +102,9 @@ void Collector::hand_over_dsos() {
     registry_->add_mappings(new_maps_);
     new_maps_.clear();
     registry_->add_hits(*hits_);
+    // Exits last: a process's last pages are in, and its mappings stay a while for other collectors'.
+    registry_->add_exits(new_exits_);
+    new_exits_.clear();
 }
 
 void Collector::on_ring(uint32_t idx, uint32_t which, int revents) {

@@ -94,6 +94,13 @@ uint64_t RingReader::account(uint64_t start, uint64_t limit, uint64_t head) {
             case PERF_RECORD_MMAP2:
                 if (mmaps_) note_mapping(pos, hdr);
                 break;
+            case PERF_RECORD_EXIT:
+                if (mmaps_ && hdr.size >= field::kBody + sizeof(ForkBody)) {
+                    ForkBody b;
+                    copy_out(pos + field::kBody, reinterpret_cast<std::byte*>(&b), sizeof b);  // may wrap
+                    if (b.pid == b.tid) mmaps_->on_process_exit(b.pid);
+                }
+                break;
             default:
                 break;
         }

@@ -77,3 +77,26 @@ TEST_CASE("DsoRegistry: an overflowed table counts every file as hit", "[format]
     CHECK(r.stats().all_hit);
     CHECK(paths(r.dsos(false)) == std::vector<std::string>{"/bin/x", "/bin/y"});
 }
+
+TEST_CASE("DsoRegistry: an exited process's mappings go after a grace, a new one with its pid keeps its own",
+          "[format][dsos]") {
+    DsoRegistry r;
+    const auto t0 = DsoRegistry::Clock::now();
+    r.add_mappings(std::vector<MappedFile>{map(5, 0x400000, 0x401000, "/bin/old", 1)});
+    r.add_exits(std::vector<uint32_t>{5}, t0);
+    // The pid is reused at once; another collector hands over a page of the old process late.
+    r.add_mappings(std::vector<MappedFile>{map(5, 0x600000, 0x601000, "/bin/new", 2)});
+    SampleHits h;
+    h.add(5, 0x400800);
+    r.add_hits(h, t0 + std::chrono::seconds(1));  // within the grace: still resolves
+    CHECK(paths(r.dsos(false)) == std::vector<std::string>{"/bin/old"});
+    r.add_hits(h, t0 + DsoRegistry::kExitGrace + std::chrono::seconds(1));  // the old mappings are gone now
+    h.add(5, 0x600010);  // the new process's page still resolves
+    h.add(5, 0x400800);  // the old one no longer does
+    r.add_hits(h, t0 + DsoRegistry::kExitGrace + std::chrono::seconds(2));
+    CHECK(paths(r.dsos(false)) == std::vector<std::string>{"/bin/new", "/bin/old"});
+    CHECK(r.stats().unresolved_pages == 1);
+    // Start records naming the same mappings again (each rotated file) are kept once.
+    for (int i = 0; i < 3; ++i) r.add_mappings(std::vector<MappedFile>{map(9, 0x1000, 0x2000, "/bin/x", 3)});
+    CHECK(r.stats().files == 3);
+}

@@ -662,10 +662,13 @@ TEST_CASE("RingReader: the earliest and latest sample time (HEADER_SAMPLE_TIME),
     CHECK(total.last_time == 9000);
 }
 
-TEST_CASE("RingReader: executable mappings reach the observer, user-space sample pages the hit table", "[ring][dsos]") {
+TEST_CASE("RingReader: executable mappings and process exits reach the observer, user-space sample pages the hit table",
+          "[ring][dsos]") {
     struct Observer : ringcap::MmapObserver {
         std::vector<ringcap::MappedFile> seen;
+        std::vector<uint32_t> exits;
         void on_exec_mapping(const ringcap::MappedFile& m) override { seen.push_back(m); }
+        void on_process_exit(uint32_t pid) override { exits.push_back(pid); }
     } obs;
     ringcap::SampleHits hits;
     FakeRing ring(4096, 4096 - 48);  // the MMAP2 record wraps at the end of the area
@@ -695,6 +698,9 @@ TEST_CASE("RingReader: executable mappings reach the observer, user-space sample
     std::memcpy(kernel.data(), &kh, sizeof kh);
     REQUIRE(ring.write(user));
     REQUIRE(ring.write(kernel));
+    // EXIT {pid, ppid, tid, ptid, time}: a thread's, then the process's (its main thread).
+    REQUIRE(ring.write(make_record(PERF_RECORD_EXIT, {42 | (1ull << 32), 43 | (42ull << 32), 5})));
+    REQUIRE(ring.write(make_record(PERF_RECORD_EXIT, {42 | (1ull << 32), 42 | (1ull << 32), 6})));
     RingReader reader(ring.view(), nullptr, {}, &obs, &hits);
     Sink sink;
     reader.drain(sink.pool);
@@ -709,4 +715,5 @@ TEST_CASE("RingReader: executable mappings reach the observer, user-space sample
     std::vector<std::pair<uint32_t, uint64_t>> pages;
     hits.take([&](uint32_t pid, uint64_t page) { pages.emplace_back(pid, page); });
     CHECK(pages == std::vector<std::pair<uint32_t, uint64_t>>{{42, 0x401000}});
+    CHECK(obs.exits == std::vector<uint32_t>{42});
 }
