@@ -35,9 +35,9 @@ struct CollectorConfig {
     bool nice_required = false;      // a refused nice is an error (given), else noted (the default)
     double tick_seconds = 0.5;       // idle flush; bounds what a crash loses to about this much
     int compression_level = 0;       // -z: zstd level of the encoder stage (0 = off: no encoder, no copy)
-    // -z: per event index, the user-stack dump size to scrub past dyn_size (RingReader::set_stack_scrub);
-    // empty without -z.
-    std::vector<uint32_t> stack_scrub;
+    // Per event index, the user-stack dump size its samples end with (RingReader::set_stacks: each
+    // is trimmed to dyn_size), or 0.
+    std::vector<uint32_t> stack_dumps;
 };
 
 // How run() ended.
@@ -172,7 +172,7 @@ private:
     std::ostream& log_;
     double tick_seconds_;
     std::vector<EventCounters> events_;  // before rings_: the readers point into it
-    std::vector<uint32_t> stack_scrub_;  // likewise
+    std::vector<uint32_t> stack_dumps_;  // likewise
     std::vector<RingState> rings_;
     std::unique_ptr<StagingPool> staging_;
     // -z: the buffers of COMPRESSED records (what the writer writes), and the encoder thread (after

@@ -72,6 +72,7 @@ struct RecordOptions {
     size_t staging_buffers = 0;             // 0 = the plan's choice from the number of rings
     unsigned cq_entries = 0;                // 0 = sized for all polls plus writes in flight
     bool allow_direct = true;               // --no-direct
+    bool stack_trim = true;                 // --no-stack-trim: dwarf stacks copied whole (comparisons)
 
     std::vector<std::string> argv;          // the whole command line, for the CMDLINE feature
 };

@@ -72,8 +72,9 @@ private:
 };
 
 struct EventCounters {
-    uint64_t samples = 0;
-    uint64_t lost = 0;  // sum of PERF_RECORD_LOST.lost
+    uint64_t samples = 0;  // in the output (read from the ring, less those dropped)
+    uint64_t lost = 0;     // sum of PERF_RECORD_LOST.lost
+    uint64_t dropped = 0;  // read, then left out under back-pressure
 };
 
 struct RingCounters {
@@ -85,6 +86,9 @@ struct RingCounters {
     uint64_t throttles = 0;
     uint64_t bad_headers = 0;   // records with an impossible size (must stay 0)
     uint64_t partial_drains = 0;  // drains stopped early because staging was full
+    uint64_t dropped = 0;         // samples read and left out under back-pressure (not in `samples`)
+    uint64_t cut = 0;             // samples whose user stack was cut short of dyn_size (back-pressure)
+    uint64_t trimmed = 0;         // ring bytes not copied: stacks trimmed to dyn_size and cut
     uint64_t first_time = 0;      // earliest and latest sample time (perf's HEADER_SAMPLE_TIME); 0: none
     uint64_t last_time = 0;
 
@@ -101,6 +105,9 @@ struct RingCounters {
         throttles += o.throttles;
         bad_headers += o.bad_headers;
         partial_drains += o.partial_drains;
+        dropped += o.dropped;
+        cut += o.cut;
+        trimmed += o.trimmed;
         return *this;
     }
 };
@@ -139,16 +146,27 @@ public:
     void restart_time_range() { counters_.first_time = counters_.last_time = 0; }
     uint64_t tail() const { return tail_; }
 
-    // -z: per event index, the user-stack dump size of its samples (PERF_SAMPLE_STACK_USER as their
-    // last field), or 0. The copies in staging then get the dump's unused end zeroed: the bytes past
-    // dyn_size, which the kernel skips over (leftovers of older records; perf never reads them).
-    // They make a third of a busy dwarf capture; zeroed they cost zstd next to nothing, and the
-    // copy skips them.
-    void set_stack_scrub(std::span<const uint32_t> dump_sizes) { scrub_ = dump_sizes; }
+    // Per event index, the user-stack dump size of its samples when the dump (PERF_SAMPLE_STACK_USER)
+    // is their last field, else 0. Each such sample is copied with its dump trimmed to dyn_size,
+    // rounded up to 8: the bytes past dyn_size are leftovers of older records that no reader uses
+    // (a third of a busy dwarf capture), and the header's size and the dump's size field are
+    // rewritten (perf's and hotspot's parsers take both from each record). A dump of dyn_size 0
+    // becomes an empty one (size 0, no dyn_size field, as the kernel writes it). A record whose size
+    // field is not the requested one (the kernel shrank it to stay under 64 KiB) is copied whole.
+    void set_stacks(std::span<const uint32_t> dump_sizes) { stacks_ = dump_sizes; }
+    // Back-pressure (the collector's grade): user stacks cut to at most `cut_bytes` (0: not cut;
+    // dyn_size is cut with them, so perf unwinds what is left), and with `drop`, samples left out,
+    // counted (RingCounters::dropped), never any other record.
+    void set_shaping(uint32_t cut_bytes, bool drop) {
+        cut_ = cut_bytes & ~7u;
+        drop_ = drop;
+    }
 
 private:
     void copy_out(uint64_t from, std::byte* dst, uint64_t len) const;
-    void copy_scrubbed(uint64_t from, std::byte* dst, uint64_t len) const;
+    // Copies the whole records in [from, from + len) to dst, shaped as set_stacks() and
+    // set_shaping() say; returns the bytes written (at most len).
+    uint64_t copy_shaped(uint64_t from, std::byte* dst, uint64_t len);
     uint64_t account(uint64_t start, uint64_t limit, uint64_t head);
 
     RingView view_;
@@ -160,7 +178,9 @@ private:
     std::span<EventCounters> events_;
     MmapObserver* mmaps_ = nullptr;
     SampleHits* hits_ = nullptr;
-    std::span<const uint32_t> scrub_;
+    std::span<const uint32_t> stacks_;
+    uint32_t cut_ = 0;
+    bool drop_ = false;
     RingCounters counters_;
 };
 

@@ -59,7 +59,8 @@ const char* const kRecordUsage =
     "      --json PATH|-        also write the summary as JSON (schema in README), on every exit\n"
     "  -q, --quiet              print only errors (no status line, no summary)\n"
     "  -v, --verbose            print the setup (backend, O_DIRECT, sizes)\n"
-    "Internal knobs for tests and benchmarks: --staging-buffers N, --staging-kb KB, --cq-entries N.\n"
+    "Internal knobs for tests and benchmarks: --staging-buffers N, --staging-kb KB, --cq-entries N,\n"
+    "--no-stack-trim (dwarf stacks copied whole, not trimmed to what the kernel filled).\n"
     "Without -a/-C, -- COMMAND records the command and its children (per task); with -a it records\n"
     "system-wide while the command runs. SIGINT, SIGTERM or SIGHUP stop the record cleanly.\n";
 
@@ -343,6 +344,9 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
             if (kb < kMinBufferBytes / 1024 || kb % 4 != 0 || kb > (1u << 20))
                 bad("--staging-kb must be a multiple of 4 from 64 (the largest record) to 1048576");
             o.staging_buffer_bytes = size_t(kb) * 1024;
+        } else if (a == "--no-stack-trim") {
+            no_value();
+            o.stack_trim = false;
         } else if (a == "--cq-entries") {
             uint64_t n = parse_u64(a, value());
             if (n < 2 || n > 65536) bad("--cq-entries must be 2..65536");

@@ -16,7 +16,7 @@ namespace ringcap {
 Collector::Collector(const CollectorConfig& cfg, std::span<const SourceRing> rings, CollectorControl& control,
                      std::ostream& log)
     : control_(control), log_(log), tick_seconds_(cfg.tick_seconds), events_(cfg.events),
-      stack_scrub_(cfg.stack_scrub) {
+      stack_dumps_(cfg.stack_dumps) {
     // Before the encoder thread starts: it inherits the policy and the nice value.
     if (cfg.realtime_priority) {
         set_realtime_priority(cfg.realtime_priority);
@@ -55,7 +55,7 @@ void Collector::init_ring(size_t i) {
     r.ids = IdMap();
     for (const auto& ev : r.src->events) r.ids.add(ev.id, ev.event_index);
     r.reader = RingReader(r.src->ring.view(), &r.ids, events_, registry_ ? this : nullptr, hits_.get());
-    r.reader.set_stack_scrub(stack_scrub_);
+    r.reader.set_stacks(stack_dumps_);
 }
 
 void Collector::release_ring(size_t i) {

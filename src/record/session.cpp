@@ -90,7 +90,7 @@ std::vector<AttrEntry> Session::attr_entries(const std::vector<perf_event_attr>&
 namespace {
 
 // The user-stack dump size of an event's samples if it is their last field (see
-// RingReader::set_stack_scrub), else 0.
+// RingReader::set_stacks), else 0.
 uint32_t stack_dump_at_end(const perf_event_attr& a) {
     // Fields laid out after STACK_USER: the higher bits, except IDENTIFIER, which comes first.
     const uint64_t after = ~(uint64_t(PERF_SAMPLE_STACK_USER) * 2 - 1) & ~uint64_t(PERF_SAMPLE_IDENTIFIER);
@@ -128,8 +128,8 @@ void Session::start_collectors(const RecordPlan& plan, const std::vector<perf_ev
         s.config.nice = opts_.collector_nice_given || inherited_nice == 0 ? opts_.collector_nice : 0;
         s.config.nice_required = opts_.collector_nice_given;
         s.config.compression_level = opts_.compression_level;
-        if (opts_.compression_level > 0)
-            for (const auto& a : attrs) s.config.stack_scrub.push_back(stack_dump_at_end(a));
+        if (opts_.stack_trim)
+            for (const auto& a : attrs) s.config.stack_dumps.push_back(stack_dump_at_end(a));
         s.rings = rings.subspan(first, n);
         s.first_ring = first;
         if (!opts_.threads.empty())

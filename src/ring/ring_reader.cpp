@@ -136,36 +136,83 @@ void RingReader::note_mapping(uint64_t pos, const perf_event_header& hdr) {
     mmaps_->on_exec_mapping(m);
 }
 
-void RingReader::copy_scrubbed(uint64_t from, std::byte* dst, uint64_t len) const {
-    // Whole records in [from, from + len), copied as they are except the unused end of each user-stack
-    // dump, which is zeroed instead of copied: a third of a busy dwarf capture that is then neither
-    // read from the ring nor written twice. A sample ends {u64 size; char data[size]; u64 dyn_size};
-    // the kernel may shrink size to keep the record under 64 KiB, so a record whose size field is not
-    // the requested one is copied whole. Positions and fields are 8-byte aligned (never split by the
-    // wrap); the zeroed range need not be.
-    uint64_t done = 0;  // [from, from + done) is in dst
+uint64_t RingReader::copy_shaped(uint64_t from, std::byte* dst, uint64_t len) {
+    // Whole records in [from, from + len): runs of records kept as they are go in one copy; a
+    // sample whose stack is trimmed or cut is copied in parts with its fields rewritten; a dropped
+    // sample is skipped. A sample ends {u64 size; char data[size]; u64 dyn_size}. Positions and
+    // fields are 8-byte aligned (never split by the wrap).
+    uint64_t done = 0, out = 0;  // [from, from + done) is handled; dst has `out` bytes
+    auto flush_run = [&](uint64_t upto) {
+        copy_out(from + done, dst + out, upto - done);
+        out += upto - done;
+        done = upto;
+    };
     for (uint64_t at = 0; at + sizeof(perf_event_header) <= len;) {
         const auto h = load_at<perf_event_header>(view_.data, mask_, from + at);
         // An impossible header (account() counted it): the rest is copied as it is.
         if (h.size < sizeof h || h.size % 8 != 0 || at + h.size > len) break;
-        if (h.type == PERF_RECORD_SAMPLE && ids_ && h.size >= field::kSampleIdentifier + 8) {
-            const size_t ev = ids_->find(load_at<uint64_t>(view_.data, mask_, from + at + field::kSampleIdentifier));
-            const uint64_t dump = ev < scrub_.size() ? scrub_[ev] : 0;
-            if (dump > 0 && dump % 8 == 0 && h.size >= field::kSampleIdentifier + 8 + dump + 16) {
-                const uint64_t end = at + h.size;
-                const uint64_t size = load_at<uint64_t>(view_.data, mask_, from + end - 16 - dump);
-                const uint64_t dyn = load_at<uint64_t>(view_.data, mask_, from + end - 8);
-                if (size == dump && dyn < dump) {
-                    const uint64_t dead = end - 8 - dump + dyn;
-                    copy_out(from + done, dst + done, dead - done);
-                    std::memset(dst + dead, 0, dump - dyn);
-                    done = end - 8;
-                }
-            }
+        const uint64_t end = at + h.size;
+        if (h.type != PERF_RECORD_SAMPLE) {
+            at = end;
+            continue;
         }
-        at += h.size;
+        const size_t ev = ids_ && h.size >= field::kSampleIdentifier + 8
+                              ? ids_->find(load_at<uint64_t>(view_.data, mask_, from + at + field::kSampleIdentifier))
+                              : IdMap::npos;
+        if (drop_) {
+            // account() counted it as a sample: it becomes a dropped one.
+            flush_run(at);
+            done = end;
+            --counters_.samples;
+            ++counters_.dropped;
+            counters_.trimmed += h.size;
+            if (ev < events_.size()) --events_[ev].samples, ++events_[ev].dropped;
+            at = end;
+            continue;
+        }
+        const uint64_t dump = ev < stacks_.size() ? stacks_[ev] : 0;
+        if (dump == 0 || dump % 8 != 0 || h.size < field::kSampleIdentifier + 8 + dump + 16) {
+            at = end;
+            continue;
+        }
+        const uint64_t size_at = end - 16 - dump;
+        const uint64_t size = load_at<uint64_t>(view_.data, mask_, from + size_at);
+        const uint64_t dyn = load_at<uint64_t>(view_.data, mask_, from + end - 8);
+        if (size != dump || dyn > dump) {  // shrunk by the kernel, or not a dump: as it is
+            at = end;
+            continue;
+        }
+        const uint64_t used = (dyn + 7) & ~uint64_t(7);
+        const uint64_t keep = cut_ && cut_ < used ? cut_ : used;  // stack bytes kept
+        const uint64_t keep_dyn = std::min(dyn, keep);
+        if (keep == dump) {  // the whole dump is in use and nothing is cut
+            at = end;
+            continue;
+        }
+        // Up to the size field as it is, then the new size, the kept bytes, the new dyn_size.
+        flush_run(size_at);
+        const uint64_t rec_out = out - (size_at - at);  // where this record starts in dst
+        std::memcpy(dst + out, &keep, 8);
+        out += 8;
+        if (keep > 0) {
+            copy_out(from + size_at + 8, dst + out, keep_dyn);
+            std::memset(dst + out + keep_dyn, 0, keep - keep_dyn);  // up to 7 bytes: zeroed, they mean nothing
+            out += keep;
+            std::memcpy(dst + out, &keep_dyn, 8);
+            out += 8;
+        }
+        // An empty dump has no dyn_size field (the kernel writes it so; perf reads it so).
+        const uint64_t new_size = out - rec_out;
+        perf_event_header nh = h;
+        nh.size = uint16_t(new_size);
+        std::memcpy(dst + rec_out, &nh, sizeof nh);
+        counters_.trimmed += h.size - new_size;
+        if (keep < used) ++counters_.cut;
+        done = end;
+        at = end;
     }
-    copy_out(from + done, dst + done, len - done);
+    flush_run(len);
+    return out;
 }
 
 DrainResult RingReader::drain(StagingPool& staging) {
@@ -191,11 +238,12 @@ DrainResult RingReader::drain(StagingPool& staging) {
             staging.pad_current();
             continue;
         }
-        if (scrub_.empty())
+        if (stacks_.empty() && !drop_) {
             copy_out(pos, space.data(), end - pos);
-        else
-            copy_scrubbed(pos, space.data(), end - pos);
-        staging.commit(end - pos);
+            staging.commit(end - pos);
+        } else if (const uint64_t out = copy_shaped(pos, space.data(), end - pos); out > 0) {
+            staging.commit(out);  // nothing at all when every record was a dropped sample
+        }
         pos = end;
     }
     const uint64_t len = pos - tail_;

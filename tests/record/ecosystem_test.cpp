@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -119,6 +120,45 @@ TEST_CASE("fp (-g) and dwarf call graphs show main -> caller -> hot_loop", "[eco
         REQUIRE(hot > 100);
         CHECK(full >= hot * 9 / 10);
     }
+}
+
+TEST_CASE("dwarf stacks trimmed to dyn_size: perf and hotspot unwind the chains of an untrimmed capture", "[ecosystem]") {
+    const std::string perf = require_kernel_and_perf();
+    TempFile trimmed("eco-trim"), whole("eco-whole");
+    // The same workload twice: trimmed (the default) and copied whole. With an empty environment
+    // its stack holds little above main: most of each 8 KiB dump is past dyn_size.
+    std::map<std::string, uint64_t> bytes;
+    std::map<std::string, std::pair<int, int>> got;
+    for (const auto& [file, flag] : {std::pair{&trimmed, ""}, std::pair{&whole, " --no-stack-trim"}}) {
+        auto r = run_command(kRingcap + " record -F 2000 --call-graph dwarf" + flag + " -o " + file->path +
+                             " -- env -i " + kWorkload + " 1000 2>&1");
+        INFO(r.output);
+        REQUIRE(r.status == 0);
+        got[flag] = chains(perf, file->path);
+        bytes[flag] = uint64_t(summary_value(r.output, "bytes")) / uint64_t(std::max(1LL, summary_value(r.output, "samples")));
+        CHECK(perf_script_complaints(perf, file->path).empty());
+    }
+    const auto [hot_t, full_t] = got[""];
+    const auto [hot_w, full_w] = got[" --no-stack-trim"];
+    INFO("trimmed: " << full_t << " of " << hot_t << " hot_loop samples with main -> caller -> hot_loop, "
+                     << bytes[""] << " bytes per sample; whole: " << full_w << " of " << hot_w << ", "
+                     << bytes[" --no-stack-trim"] << " bytes per sample");
+    REQUIRE(hot_t > 100);
+    REQUIRE(hot_w > 100);
+    // Nothing perf unwinds from was removed: as many complete chains as from whole stacks (two
+    // captures of one workload, not the same samples: within 2 points).
+    CHECK(double(full_t) / hot_t >= double(full_w) / hot_w - 0.02);
+    CHECK(full_t >= hot_t * 9 / 10);
+    CHECK(bytes[""] * 2 < bytes[" --no-stack-trim"]);
+    const std::string parser = "/usr/lib/x86_64-linux-gnu/libexec/hotspot-perfparser";
+    if (access(parser.c_str(), X_OK) != 0) return;  // hotspot's own check is in fidelity_test.cpp
+    auto p = run_command(parser + " --input " + trimmed.path + " --print-stats 2>&1");
+    INFO(p.output.substr(0, 3000));
+    CHECK(p.status == 0);
+    CHECK(p.output.find("Event not fully parsed") == std::string::npos);
+    std::smatch m;
+    REQUIRE(std::regex_search(p.output, m, std::regex("\nsamples: (\\d+)")));
+    CHECK(std::stoll(m[1]) == perf_report_stats(perf, trimmed.path).count("SAMPLE"));
 }
 
 TEST_CASE("a process started during the record is named and its symbols resolve", "[ecosystem]") {
