@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <sys/stat.h>
+#include <vector>
 
 #include "ringcap/sys.hpp"
 
@@ -92,6 +93,7 @@ public:
     int stat_at(std::string_view name, struct stat& st) const;
     // Whether `name` is still the file `st` describes (same device and inode, not a symlink).
     bool holds(std::string_view name, const struct stat& st) const;
+    std::vector<std::string> names() const;  // what the directory holds (not . and ..)
     int rename(std::string_view from, std::string_view to) const;  // 0 or errno; within this directory
     int unlink(std::string_view name) const;                        // 0 or errno
 

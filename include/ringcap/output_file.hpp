@@ -39,9 +39,12 @@ public:
     // Removes `path` (a file this record finished, in the same directory): 0 or errno.
     int remove_sibling(const std::string& path) const;
 
-    OutputFile(OutputFile&& o) noexcept = default;
+    OutputFile(OutputFile&& o) noexcept
+        : dir_(std::move(o.dir_)), name_(std::move(o.name_)), direct_(std::move(o.direct_)), file_(std::move(o.file_)),
+          published_(o.published_), path_(std::move(o.path_)), marker_(std::exchange(o.marker_, {})),
+          marker_fd_(std::move(o.marker_fd_)) {}
     OutputFile& operator=(OutputFile&&) = delete;
-    ~OutputFile() = default;
+    ~OutputFile() { drop_marker(); }
 
     int direct_fd() const { return direct_ ? direct_.get() : file_.fd(); }
     int buffered_fd() const { return file_.fd(); }
@@ -62,6 +65,10 @@ private:
     NewFile file_;        // read-write, and holds the lock (flock) for the whole record
     bool published_ = false;
     std::string path_;
+    std::string marker_;  // ".NAME.ringcap-starting-*" until published (another_starting in output_file.cpp)
+    UniqueFd marker_fd_;  // holds its lock
+
+    void drop_marker();
 
     OutputFile() = default;
 };

@@ -1,6 +1,7 @@
 #include "ringcap/dir.hpp"
 
 #include <cerrno>
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/random.h>
@@ -270,6 +271,18 @@ int Dir::stat_at(std::string_view name, struct stat& st) const {
 bool Dir::holds(std::string_view name, const struct stat& st) const {
     struct stat now{};
     return stat_at(name, now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino;
+}
+
+std::vector<std::string> Dir::names() const {
+    std::vector<std::string> out;
+    DIR* d = ::fdopendir(::fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0));  // its own fd: closedir closes it
+    if (!d) return out;
+    while (const dirent* e = ::readdir(d)) {
+        const std::string_view n = e->d_name;
+        if (n != "." && n != "..") out.emplace_back(n);
+    }
+    ::closedir(d);
+    return out;
 }
 
 int Dir::rename(std::string_view from, std::string_view to) const {

@@ -77,6 +77,23 @@ bool locked_by_another(const Dir& dir, const std::string& name) {
     }
 }
 
+// A ringcap that is starting on NAME says so with an empty, flocked marker .NAME.ringcap-starting-*
+// (random), removed once it has published (then the file's own lock says it): a second one is
+// refused at once, not after its whole setup. As for the file, only this user's count.
+std::string starting_prefix(const std::string& name) { return "." + name + ".ringcap-starting-"; }
+
+bool another_starting(const Dir& dir, const std::string& name) {
+    const std::string prefix = starting_prefix(name);
+    for (const auto& e : dir.names()) {
+        if (e.rfind(prefix, 0) != 0) continue;
+        if (locked_by_another(dir, e)) return true;
+        // Left by one that was killed: removed, if it is this user's.
+        struct stat st{};
+        if (dir.stat_at(e, st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid()) dir.unlink(e);
+    }
+    return false;
+}
+
 [[noreturn]] void busy(const std::string& path, const std::string& what) {
     throw Error("another ringcap is writing '" + what + "': choose another -o than '" + path + "'", 2);
 }
@@ -138,6 +155,12 @@ OutputFile OutputFile::create(const std::string& path, bool allow_direct, bool o
     {
         DirLock lock(f.dir_);
         if (!own_path && locked_by_another(f.dir_, f.name_)) busy(path, path);
+        if (!own_path) {
+            if (another_starting(f.dir_, f.name_)) busy(path, path);
+            const std::string marker = starting_prefix(f.name_) + random_suffix();
+            f.marker_fd_.reset(::openat(f.dir_.fd(), marker.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+            if (f.marker_fd_ && ::flock(f.marker_fd_.get(), LOCK_EX | LOCK_NB) == 0) f.marker_ = marker;
+        }
         // 0600 as perf: a profile holds command lines, paths and addresses. Nameless until
         // publish(): an existing file is only replaced (and kept as .old) once the new one is set
         // up, a failed start never touches it, and there is no temporary name to plant a link at.
@@ -192,7 +215,10 @@ void OutputFile::publish() {
         }
         const bool named = !file_.temp_name().empty();
         const int err = dir_.link(file_, name_);
-        if (err == 0) break;
+        if (err == 0) {
+            drop_marker();  // the file's own lock says it from now on
+            break;
+        }
         if (err == ENOENT && named)  // a filesystem without O_TMPFILE, and a directory others can write
             throw Error("cannot create '" + path_ + "': another user removed or replaced its temporary file in '" +
                         dir_.path() + "', which others can write; choose a directory of your own with -o");
@@ -218,6 +244,13 @@ bool OutputFile::rename_to(const std::string& path) {
 }
 
 int OutputFile::remove_sibling(const std::string& path) const { return dir_.unlink(last_component(path)); }
+
+void OutputFile::drop_marker() {
+    struct stat st{};
+    if (!marker_.empty() && ::fstat(marker_fd_.get(), &st) == 0 && dir_.holds(marker_, st)) dir_.unlink(marker_);
+    marker_.clear();
+    marker_fd_.reset();
+}
 
 bool OutputFile::inline_writes() const {
     struct statfs fs{};

@@ -293,11 +293,13 @@ TEST_CASE("security: files and locks another user makes at ringcap's names do no
     const std::string out = tmp.path + "/x.data";
     int ready[2];
     REQUIRE(::pipe(ready) == 0);
-    // nobody holds flocks on the old predictable temporary name, on the output's name and on the
-    // directory itself, and keeps them.
+    // nobody holds flocks on the old predictable temporary name, on the output's name, on a name
+    // like a starting ringcap's marker and on the directory itself, and keeps them.
     const KilledAtEnd holder{run_as_nobody([&] {
-        int fds[3] = {::open((out + ".ringcap-tmp").c_str(), O_RDWR | O_CREAT, 0644),
-                      ::open(out.c_str(), O_RDWR | O_CREAT, 0644), ::open(tmp.path.c_str(), O_RDONLY | O_DIRECTORY)};
+        int fds[4] = {::open((out + ".ringcap-tmp").c_str(), O_RDWR | O_CREAT, 0644),
+                      ::open(out.c_str(), O_RDWR | O_CREAT, 0644), ::open(tmp.path.c_str(), O_RDONLY | O_DIRECTORY),
+                      // What a starting ringcap marks its start with (another user's: not one of root's).
+                      ::open((tmp.path + "/.x.data.ringcap-starting-0").c_str(), O_RDWR | O_CREAT, 0644)};
         for (int fd : fds)
             if (fd < 0 || ::flock(fd, LOCK_EX) != 0) return 1;
         const char c = 1;

@@ -514,7 +514,11 @@ TEST_CASE("OutputFile appears at its path only when published", "[writer]") {
     {
         OutputFile f = OutputFile::create(t.path, true);
         f.pwrite_all("new!", 4, 0);
-        CHECK(dir_entries(t.dir).size() == (named ? 2u : 1u));
+        // The old file, the marker that says a ringcap is starting on it, and a named temporary.
+        const auto during = dir_entries(t.dir);
+        CHECK(during.size() == (named ? 3u : 2u));
+        CHECK(std::count_if(during.begin(), during.end(),
+                            [](const std::string& e) { return e.rfind(".out.data.ringcap-starting-", 0) == 0; }) == 1);
         CHECK(leftover_temporaries(t.path) == (named ? 1u : 0u));
         CHECK(file_size(t.path) == 3);  // the existing file is untouched until publish()
     }
