@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -84,6 +85,74 @@ inline std::vector<std::string> dir_entries(const std::string& dir) {
     return out;
 }
 
+inline std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+// A write-bandwidth limit on the disk that holds a directory, for the processes moved into it: a
+// cgroup with cgroup v2's io.max, or v1's blkio.throttle.write_bps_device (machines of this kind
+// have either; the layout is read from /proc/self/mountinfo). O_DIRECT writes are throttled at once.
+// The constructor skips the test with the reason when it cannot be made here.
+struct WriteThrottle {
+    std::string cgroup, procs_back;
+    WriteThrottle(const std::string& dir, uint64_t bytes_per_s) {
+        if (::geteuid() != 0) skip_test("a write throttle (cgroup io.max / blkio) needs root");
+        struct stat st{};
+        if (::stat(dir.c_str(), &st) != 0) skip_test("no " + dir);
+        std::string dev = std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
+        // A partition's bios are throttled on its disk.
+        if (::access(("/sys/dev/block/" + dev + "/partition").c_str(), F_OK) == 0) {
+            std::string parent = read_file("/sys/dev/block/" + dev + "/../dev");
+            while (!parent.empty() && parent.back() == '\n') parent.pop_back();
+            dev = parent;
+        }
+        if (::access(("/sys/dev/block/" + dev).c_str(), F_OK) != 0)
+            skip_test(dir + " is not on a block device (" + dev + "): nothing to throttle");
+        std::string v1, v2;
+        std::istringstream mi(read_file("/proc/self/mountinfo"));
+        for (std::string line; std::getline(mi, line);) {
+            std::istringstream f(line);
+            std::vector<std::string> w;
+            for (std::string x; f >> x;) w.push_back(x);
+            const auto dash = std::find(w.begin(), w.end(), "-");
+            if (dash == w.end() || dash + 1 == w.end() || w.size() < 5) continue;
+            if (*(dash + 1) == "cgroup2") v2 = w[4];
+            if (*(dash + 1) == "cgroup" && line.find("blkio") != std::string::npos) v1 = w[4];
+        }
+        const std::string name = "/ringcap-throttle-" + std::to_string(::getpid());
+        if (!v2.empty() && read_file(v2 + "/cgroup.controllers").find("io") != std::string::npos) {
+            std::ofstream(v2 + "/cgroup.subtree_control") << "+io";
+            if (::mkdir((v2 + name).c_str(), 0755) == 0) {
+                cgroup = v2 + name;
+                std::ofstream(cgroup + "/io.max") << dev << " wbps=" << bytes_per_s;
+                procs_back = v2 + "/cgroup.procs";
+            }
+        }
+        if (cgroup.empty() && !v1.empty() && ::mkdir((v1 + name).c_str(), 0755) == 0) {
+            cgroup = v1 + name;
+            std::ofstream(cgroup + "/blkio.throttle.write_bps_device") << dev << " " << bytes_per_s;
+            procs_back = v1 + "/cgroup.procs";
+        }
+        if (cgroup.empty()) skip_test("no cgroup io controller here (neither cgroup v2 io nor v1 blkio)");
+    }
+    // Moves this process (every thread) under the limit, or back.
+    void enter() const { std::ofstream(cgroup + "/cgroup.procs") << ::getpid(); }
+    void leave() const { std::ofstream(procs_back) << ::getpid(); }
+    // The command line prefix that runs a shell command under the limit.
+    std::string wrap(const std::string& cmd) const {
+        return "sh -c 'echo $$ > " + cgroup + "/cgroup.procs && exec " + cmd + "'";
+    }
+    ~WriteThrottle() {
+        leave();
+        ::rmdir(cgroup.c_str());
+    }
+    WriteThrottle(const WriteThrottle&) = delete;
+    WriteThrottle& operator=(const WriteThrottle&) = delete;
+};
+
 // Temporary files of ringcap's left next to `path` (a named temporary is PATH.ringcap-tmp-*).
 inline size_t leftover_temporaries(const std::string& path) {
     const auto slash = path.rfind('/');
@@ -92,13 +161,6 @@ inline size_t leftover_temporaries(const std::string& path) {
     size_t n = 0;
     for (const auto& e : dir_entries(dir)) n += e.rfind(prefix, 0) == 0;
     return n;
-}
-
-inline std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
 }
 
 // Path of perf, or "" if it is not installed.

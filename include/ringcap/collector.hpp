@@ -133,6 +133,10 @@ public:
     void adopt_ring(size_t i);
 
     CollectorSnapshot snapshot() const;
+    // Rounds (collector_thread.hpp): marks each ring's data_head now; drained_past_marks() is true
+    // once every ring was drained past its mark, in one pass or over several when staging is short.
+    void mark_heads();
+    bool drained_past_marks() const;
     // Hands what the rings showed of mappings and sample addresses to the DsoRegistry.
     void hand_over_dsos();
 
@@ -154,6 +158,7 @@ private:
         bool final_drained = false;  // retired and emptied
         bool released = false;       // between release_ring() and adopt_ring(): not drained
         uint64_t wakeups = 0;
+        uint64_t mark = 0;           // data_head at the round's mark (mark_heads)
         RingCounters carried;        // counts of the rings this one replaced (CPU hotplug)
     };
 

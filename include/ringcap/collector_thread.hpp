@@ -75,6 +75,8 @@ public:
     void execute(std::function<void(Collector&)> command);
 
     bool ended() const { return ended_.load(std::memory_order_acquire); }  // run() returned on its own
+    // It ended on its own (every fd hung up) and everything it read is written: rounds go on without it.
+    bool emptied() const { return emptied_.load(std::memory_order_acquire); }
     StopCause cause() const { return cause_; }                              // once ended() or drained
     // What its writer owes and kept (Writer::published_*), and whether a write failed.
     uint64_t owed() const;
@@ -103,7 +105,7 @@ private:
     // CollectorControl, on the collector's thread
     void on_control(Source s) override;
     bool stop_requested() const override { return stop_.load(std::memory_order_acquire); }
-    void before_pass() override { pass_request_ = round_request_.load(std::memory_order_acquire); }
+    void before_pass() override;
     void after_pass(bool complete) override;
     void on_tick() override { publish_snapshot(); }
 
@@ -129,10 +131,11 @@ private:
 
     std::atomic<bool> stop_{false};
     std::atomic<bool> ended_{false};
+    std::atomic<bool> emptied_{false};
     std::atomic<bool> has_commands_{false};
     alignas(64) std::atomic<uint64_t> round_request_{0};
     alignas(64) std::atomic<uint64_t> round_done_{0};
-    uint64_t pass_request_ = 0;  // the request seen when the current pass began
+    uint64_t marked_for_ = 0;    // the request whose ring heads are marked (Collector::mark_heads)
     uint64_t ack_for_ = 0;       // a request whose flush is under way (-z), acknowledged when done
     // Rotation: the round to switch at, and where to (under mu_); whether the previous file's writes
     // have all completed (written once per switch, read by the session).

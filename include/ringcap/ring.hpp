@@ -145,6 +145,8 @@ public:
     // Rotation: the sample time range starts again (each file has its own HEADER_SAMPLE_TIME).
     void restart_time_range() { counters_.first_time = counters_.last_time = 0; }
     uint64_t tail() const { return tail_; }
+    // The kernel's data_head now (ACQUIRE, as drain() loads it): rounds mark it, then wait for tail().
+    uint64_t head() const { return __atomic_load_n(&view_.page->data_head, __ATOMIC_ACQUIRE); }
 
     // Per event index, the user-stack dump size of its samples when the dump (PERF_SAMPLE_STACK_USER)
     // is their last field, else 0. Each such sample is copied with its dump trimmed to dyn_size,

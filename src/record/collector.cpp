@@ -96,6 +96,18 @@ void Collector::arm() {
     loop_->run_once(*this, false);  // submit the polls before anything can fire
 }
 
+void Collector::mark_heads() {
+    for (auto& r : rings_)
+        if (!r.released) r.mark = r.reader.head();
+}
+
+bool Collector::drained_past_marks() const {
+    // Positions are free-running u64 counters: compared by their difference, which wraps.
+    for (const auto& r : rings_)
+        if (!r.released && !r.final_drained && int64_t(r.reader.tail() - r.mark) < 0) return false;
+    return true;
+}
+
 void Collector::hand_over_dsos() {
     if (!registry_) return;
     // Mappings first: the pages of a file mapped since the last hand-over resolve at once.

@@ -93,6 +93,14 @@ void CollectorThread::body() {
     // Until the session drains it, this loop stops running: an allocation of its own still under
     // way must finish first, or the other collectors would hold their writes for it meanwhile.
     collector_->writer().settle_allocation(collector_.get());
+    if (cause_ == StopCause::AllHungUp) {
+        // Every fd hung up: nothing more comes. What its rings hold goes to the file now, so that
+        // the rounds that follow need nothing more of it (it takes no part in them).
+        collector_->drain_rest();
+        collector_->flush();
+        if (collector_->writer().failed()) cause_ = StopCause::WriteError;
+        else emptied_.store(true, std::memory_order_release);
+    }
     if (!stop_.load()) {
         ended_.store(true, std::memory_order_release);
         const uint64_t one = 1;
@@ -205,14 +213,26 @@ void CollectorThread::on_control(Source s) {
     [[maybe_unused]] ssize_t r = ::read(wake_fd_.get(), &n, sizeof n);  // level-triggered under epoll: clear it
 }
 
-void CollectorThread::after_pass(bool complete) {
-    // A round: every collector finished a complete pass that began after the request, and queued
-    // what it drained (its offsets are reserved before the acknowledgement, so below the marker).
-    // With -z the flush completes on a later pass, once the encoder thread finished what was staged:
-    // the acknowledgement waits for it (and the rings are drained meanwhile).
-    if (complete && !ack_for_ && pass_request_ > round_done_.load(std::memory_order_relaxed)) {
+void CollectorThread::before_pass() {
+    // A new round request: every ring's head now is what the acknowledgement must have drained.
+    const uint64_t req = round_request_.load(std::memory_order_acquire);
+    if (req > marked_for_ && req > round_done_.load(std::memory_order_relaxed)) {
+        collector_->mark_heads();
+        marked_for_ = req;
+    }
+}
+
+void CollectorThread::after_pass(bool /*complete*/) {
+    // A round: every collector drained each of its rings past the head it had when it saw the
+    // request, and queued what it drained (its offsets are reserved before the acknowledgement, so
+    // below the marker). That takes one complete pass, or several when staging runs short: under
+    // back-pressure a pass rarely empties every ring, and the rounds (so rotation and the reader's
+    // memory) must not wait for one that does. With -z the flush completes on a later pass, once the
+    // encoder thread finished what was staged: the acknowledgement waits for it (and the rings are
+    // drained meanwhile).
+    if (!ack_for_ && marked_for_ > round_done_.load(std::memory_order_relaxed) && collector_->drained_past_marks()) {
         collector_->request_flush();
-        ack_for_ = pass_request_;
+        ack_for_ = marked_for_;
     }
     if (ack_for_ && !collector_->flush_pending()) {
         OutputFile* file = nullptr;

@@ -153,7 +153,7 @@ void Session::round() {
     const auto now = Clock::now();
     if (round_ != 0) {
         for (const auto& c : collectors_)
-            if (c->round_done() < round_) return;  // not yet
+            if (c->round_done() < round_ && !c->emptied()) return;  // not yet
         // One 4 KiB block: the marker, then padding (with -z a compression anchor).
         std::vector<std::byte> marker(sizeof(perf_event_header));
         const perf_event_header fr = finished_round_record();
