@@ -30,7 +30,8 @@ struct CollectorConfig {
     // BUILD_ID: where the collector hands the executable mappings and sample pages it saw (at its
     // tick, its switch and its end); null without build-ids.
     DsoRegistry* dsos = nullptr;
-    int realtime_priority = 0;       // -r: SCHED_FIFO for the collector's thread (0 = normal)
+    int realtime_priority = 0;       // SCHED_FIFO priority for the collector's thread (0 = none)
+    bool realtime_required = false;  // -r given: a refusal is an error; the default is best effort
     int nice = 0;                    // --collector-nice, unless -r: the thread's (and its encoder's) nice (0 = as is)
     bool nice_required = false;      // a refused nice is an error (given), else noted (the default)
     double tick_seconds = 0.5;       // idle flush; bounds what a crash loses to about this much
@@ -101,6 +102,9 @@ public:
     // The nice value the thread runs at, and why not the configured one ("" if it is).
     int nice() const { return nice_; }
     const std::string& nice_refused() const { return nice_refused_; }
+    // The SCHED_FIFO priority it runs at (0: none), and why not the configured one ("" if it does).
+    int realtime() const { return realtime_; }
+    const std::string& realtime_refused() const { return realtime_refused_; }
 
     // Sends the stream to `file`, at offsets from `space` (shared by the file's writers). Before arm().
     void attach(OutputFile& file, FileSpace& space);
@@ -192,6 +196,8 @@ private:
     std::string fallback_reason_;
     int nice_ = 0;
     std::string nice_refused_;
+    int realtime_ = 0;
+    std::string realtime_refused_;
     uint64_t samples_placed_ = 0;  // -z: in the order the file gets them (a rotation's boundary)
     DsoRegistry* registry_ = nullptr;
     std::unique_ptr<SampleHits> hits_;   // with registry_: sample pages since the last hand-over

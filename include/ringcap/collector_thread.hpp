@@ -85,6 +85,8 @@ public:
     const std::string& fallback_reason() const { return fallback_reason_; }
     int nice() const { return nice_; }
     const std::string& nice_refused() const { return nice_refused_; }
+    int realtime() const { return realtime_; }
+    const std::string& realtime_refused() const { return realtime_refused_; }
     const std::string& backend() const { return backend_; }
     const std::string& describe() const { return describe_; }
     size_t first_ring() const { return setup_.first_ring; }
@@ -124,8 +126,8 @@ private:
     double cpu_seconds_ = 0;
     // Copied from the collector before it is destroyed (on its thread, which alone may unregister
     // its io_uring's files: otherwise the ring keeps the output open, and locked, after we exit).
-    std::string fallback_reason_, backend_, describe_, nice_refused_;
-    int nice_ = 0;
+    std::string fallback_reason_, backend_, describe_, nice_refused_, realtime_refused_;
+    int nice_ = 0, realtime_ = 0;
     uint64_t final_owed_ = UINT64_MAX, final_kept_end_ = UINT64_MAX;
     int final_error_ = 0;
 

@@ -42,7 +42,8 @@ uint64_t compression_memory(int level, size_t staging_buffers, size_t staging_by
 class EncoderThread {
 public:
     // `slots` buffers may be handed over before the oldest is taken back.
-    EncoderThread(int level, size_t max_input, size_t slots);
+    // The thread runs SCHED_OTHER at `nice` (0: as it is), never real-time.
+    EncoderThread(int level, size_t max_input, size_t slots, int nice = 0);
     ~EncoderThread();  // stops the thread (a buffer it is compressing is finished first)
     EncoderThread(const EncoderThread&) = delete;
     EncoderThread& operator=(const EncoderThread&) = delete;
@@ -79,6 +80,7 @@ private:
     };
     ZstdEncoder encoder_;
     std::vector<Slot> slots_;
+    int nice_ = 0;
     UniqueFd wake_;
     // Collector -> thread: slots [completed_, submitted_) hold work. Thread -> collector: slots
     // [taken_, completed_) are done. Release/acquire on both counters hand the slots over.

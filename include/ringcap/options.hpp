@@ -26,6 +26,9 @@ struct SwitchOutput {
 // The collectors' nice value unless --collector-nice says otherwise: with every CPU busy, a
 // collector at the workload's priority waits its turn while its rings fill (README, Performance).
 inline constexpr int kDefaultCollectorNice = -5;
+// The collectors' SCHED_FIFO priority by default, where allowed (root or CAP_SYS_NICE): the lowest,
+// above every normal task. Their encoders and ringcap's main thread never run real-time.
+inline constexpr int kDefaultRealtimePriority = 1;
 
 struct RecordOptions {
     // Target
@@ -61,7 +64,8 @@ struct RecordOptions {
     uint64_t buildid_cache_max = 2ull << 30;       // --buildid-cache-max TOTAL[,FILE]: copies per record
     uint64_t buildid_cache_max_file = 512ull << 20;  // and per file
     int compression_level = 0;              // -z[N], --compression-level[=N]: zstd level (0 = off)
-    int realtime_priority = 0;              // -r: SCHED_FIFO priority for the collector (0 = normal)
+    int realtime_priority = kDefaultRealtimePriority;  // -r: the collectors' SCHED_FIFO priority (0: --no-realtime)
+    bool realtime_given = false;            // -r given: a refusal is an error; the default is best effort
     int collector_nice = kDefaultCollectorNice;  // --collector-nice: the collectors' and encoders' nice
     bool collector_nice_given = false;      // given: a refusal is an error; the default is best effort
     Backend backend = Backend::Auto;        // --backend uring|epoll (auto: io_uring, else epoll)

@@ -82,8 +82,10 @@ std::string find_executable(const std::string& cmd);
 // Throws Error naming the limit if even the hard limit is too low.
 void ensure_fd_limit(size_t fds);
 
-// SCHED_FIFO at `priority` for the calling thread (-r). Throws Error saying what it needs.
-void set_realtime_priority(int priority);
+// SCHED_FIFO at `priority` for the calling thread: 0 or errno (EPERM: needs root or CAP_SYS_NICE).
+int set_realtime_priority(int priority);
+// Whether the calling thread runs SCHED_FIFO or SCHED_RR (ringcap started under chrt).
+bool realtime_thread();
 
 // The calling thread's nice value (per thread on Linux; threads it starts inherit it). 0, or the
 // errno of the refusal: a value below the current one needs CAP_SYS_NICE or RLIMIT_NICE.

@@ -79,8 +79,10 @@ struct RecordSummary : RecordSnapshot {
     uint64_t file_bytes = 0;  // data section bytes in the file
     int compression_level = 0;
     bool o_direct = false;
-    int collector_nice = 0;             // what the collector threads ran at (not with -r)
+    int collector_nice = 0;             // what the collector threads ran at (when not real-time)
     std::string collector_nice_refused;  // why not at the default nice ("" if they were)
+    int collector_realtime = 0;         // their SCHED_FIFO priority (0: none)
+    std::string collector_realtime_refused;  // why not real-time by default ("" if they were, or not asked)
     std::vector<CollectorSummary> collectors;
     std::string command_status;  // what became of the recorded command ("exited with status 3")
     std::string error;           // why the record failed while running (a write error), or ""

@@ -34,10 +34,14 @@ const char* const kRecordUsage =
     "      --duration SECONDS   stop after SECONDS\n"
     "      --wakeup-events N    wake the collector every N samples\n"
     "      --wakeup-watermark B wake the collector every B bytes (default: a quarter of the ring)\n"
-    "  -r, --realtime PRIO      run the collector with SCHED_FIFO priority PRIO (as perf record -r)\n"
-    "      --collector-nice N   nice value of the collector, encoder and pipe streamer threads,\n"
-    "                           -20..19 (default -5 when allowed: root or CAP_SYS_NICE, and unless\n"
-    "                           ringcap was started with a nice value of its own, which they keep)\n"
+    "  -r, --realtime PRIO      run the collectors at SCHED_FIFO priority PRIO (as perf record -r); by\n"
+    "                           default they run at SCHED_FIFO 1 where allowed (root or CAP_SYS_NICE),\n"
+    "                           unless --collector-nice is given or ringcap runs niced or real-time\n"
+    "      --no-realtime        the collectors at normal priority (--collector-nice) instead\n"
+    "      --collector-nice N   nice value of the encoder and pipe streamer threads, and of the\n"
+    "                           collectors when not real-time, -20..19 (default -5 when allowed: root\n"
+    "                           or CAP_SYS_NICE, and unless ringcap was started with a nice value of\n"
+    "                           its own, which they keep)\n"
     "      --backend uring|epoll  event loop (default: io_uring, epoll if io_uring is unavailable)\n"
     "      --threads[=SPEC]     collector threads: a number, or one per cpu (the default of --threads\n"
     "                           alone), core, package or numa node; default one (see README)\n"
@@ -191,6 +195,11 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
             uint64_t n = parse_u64(a, value());
             if (n < 1 || n > 99) bad("-r needs a SCHED_FIFO priority between 1 and 99");
             o.realtime_priority = int(n);
+            o.realtime_given = true;
+        } else if (a == "--no-realtime") {
+            no_value();
+            o.realtime_priority = 0;
+            o.realtime_given = false;
         } else if (a == "--collector-nice") {
             const std::string v = value();
             errno = 0;

@@ -2,7 +2,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "ringcap/records.hpp"
@@ -15,7 +17,8 @@ uint64_t compression_memory(int level, size_t staging_buffers, size_t staging_by
            ZstdEncoder::context_bytes(level, staging_bytes);
 }
 
-EncoderThread::EncoderThread(int level, size_t max_input, size_t slots) : encoder_(level, max_input), slots_(slots) {
+EncoderThread::EncoderThread(int level, size_t max_input, size_t slots, int nice)
+    : encoder_(level, max_input), slots_(slots), nice_(nice) {
     for (auto& s : slots_) s.area = std::make_unique<std::byte[]>(ZstdEncoder::records_area(max_input));
     wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!wake_) throw Error("eventfd: " + errno_text(errno));
@@ -55,6 +58,11 @@ EncoderStats EncoderThread::stats() const {
 }
 
 void EncoderThread::run() {
+    // Never real-time, whatever its creator runs at: zstd at SCHED_FIFO would starve the workload.
+    // At the collectors' nice otherwise (a nice refused is the collector's to report).
+    const sched_param normal{};
+    ::sched_setscheduler(0, SCHED_OTHER, &normal);
+    if (nice_ != 0) ::setpriority(PRIO_PROCESS, ::gettid(), nice_);
     uint64_t next = 0;  // the next slot to compress
     for (;;) {
         // ACQUIRE pairs with submit()'s release: the slot and its staging buffer are complete.

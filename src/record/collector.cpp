@@ -17,10 +17,19 @@ Collector::Collector(const CollectorConfig& cfg, std::span<const SourceRing> rin
                      std::ostream& log)
     : control_(control), log_(log), tick_seconds_(cfg.tick_seconds), events_(cfg.events),
       stack_dumps_(cfg.stack_dumps) {
-    // Before the encoder thread starts: it inherits the policy and the nice value.
+    // The drain at SCHED_FIFO where allowed (the default; -r asks for it): woken, it preempts the
+    // workload at once, copies and submits, and sleeps again. Without it, a negative nice. The
+    // encoder thread (-z) sets its own: SCHED_OTHER at that nice, never real-time.
     if (cfg.realtime_priority) {
-        set_realtime_priority(cfg.realtime_priority);
-    } else if (cfg.nice != 0) {
+        if (const int err = set_realtime_priority(cfg.realtime_priority); err == 0) {
+            realtime_ = cfg.realtime_priority;
+        } else {
+            realtime_refused_ = "sched_setscheduler(SCHED_FIFO, " + std::to_string(cfg.realtime_priority) +
+                                "): " + errno_text(err) + (err == EPERM ? " (needs root or CAP_SYS_NICE)" : "");
+            if (cfg.realtime_required) throw Error("-r " + std::to_string(cfg.realtime_priority) + ": " + realtime_refused_);
+        }
+    }
+    if (!realtime_ && cfg.nice != 0) {
         if (const int err = set_thread_nice(cfg.nice); err != 0) {
             nice_refused_ = "setpriority(" + std::to_string(cfg.nice) + "): " + errno_text(err) +
                             (err == EACCES || err == EPERM ? " (a negative nice needs root or CAP_SYS_NICE, or RLIMIT_NICE)" : "");
@@ -43,7 +52,7 @@ Collector::Collector(const CollectorConfig& cfg, std::span<const SourceRing> rin
                                                  encoded_buffer_count(cfg.staging_buffers));
         encoded_->prefault();
         encoder_ = std::make_unique<EncoderThread>(cfg.compression_level, cfg.staging_buffer_bytes,
-                                                  encoder_slots(cfg.staging_buffers));
+                                                  encoder_slots(cfg.staging_buffers), realtime_ ? cfg.nice : 0);
     }
     loop_ = make_loop(cfg.loop, &fallback_reason_);
 }

@@ -71,6 +71,8 @@ void CollectorThread::body() {
         fallback_reason_ = collector_->fallback_reason();
         nice_ = collector_->nice();
         nice_refused_ = collector_->nice_refused();
+        realtime_ = collector_->realtime();
+        realtime_refused_ = collector_->realtime_refused();
         backend_ = collector_->loop().name();
         describe_ = collector_->loop().describe();
     } catch (...) {

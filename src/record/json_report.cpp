@@ -48,6 +48,7 @@ std::string summary_json(const RecordSummary& s, int exit_code, const std::strin
     for (const auto& c : s.collectors)
         j["collectors"].push_back({{"cpu_s", c.cpu_seconds}, {"bytes", c.bytes}, {"rings", c.rings}});
     j["collector_nice"] = s.collector_nice;
+    j["collector_realtime"] = s.collector_realtime ? json(s.collector_realtime) : json(nullptr);
     j["compression"] = s.compression_level == 0
                            ? json(nullptr)
                            : json{{"level", s.compression_level},

@@ -162,14 +162,17 @@ void ensure_fd_limit(size_t fds) {
         throw Error("cannot raise RLIMIT_NOFILE to " + std::to_string(rl.rlim_max) + ": " + errno_text(errno));
 }
 
-void set_realtime_priority(int priority) {
+int set_realtime_priority(int priority) {
     // As perf record -r: a collector that is woken first drains before the rings fill. It sleeps
     // most of the time, and RT throttling (kernel.sched_rt_runtime_us) bounds it anyway.
     sched_param sp{};
     sp.sched_priority = priority;
-    if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0)
-        throw Error("-r " + std::to_string(priority) + ": sched_setscheduler(SCHED_FIFO): " + errno_text(errno) +
-                    " (needs root or CAP_SYS_NICE)");
+    return sched_setscheduler(0, SCHED_FIFO, &sp) == 0 ? 0 : errno;
+}
+
+bool realtime_thread() {
+    const int policy = sched_getscheduler(0);
+    return policy == SCHED_FIFO || policy == SCHED_RR;
 }
 
 int set_thread_nice(int nice) {

@@ -110,6 +110,7 @@ void Session::start_collectors(const RecordPlan& plan, const std::vector<perf_ev
     const std::vector<int> online = online_cpus();
     const auto sizes = split_rings(opts_.threads, cpus);
     const int inherited_nice = thread_nice();
+    const bool inherited_rt = realtime_thread();
     size_t first = 0;
     for (size_t n : sizes) {
         CollectorThread::Setup s;
@@ -122,7 +123,14 @@ void Session::start_collectors(const RecordPlan& plan, const std::vector<perf_ev
         staging_buffer_bytes_ = plan.staging_buffer_bytes();
         s.config.events = specs_.size();
         s.config.dsos = opts_.build_ids ? &dsos_ : nullptr;
-        s.config.realtime_priority = opts_.realtime_priority;
+        // The real-time default gives way, as the nice default does, to a priority ringcap was
+        // started with (nice, systemd's Nice=, chrt): the collectors keep that one.
+        // So does --collector-nice: a priority chosen for them replaces the default.
+        s.config.realtime_priority =
+            opts_.realtime_given || (inherited_nice == 0 && !inherited_rt && !opts_.collector_nice_given)
+                ? opts_.realtime_priority
+                : 0;
+        s.config.realtime_required = opts_.realtime_given;
         // The default gives way to a priority ringcap was started with (nice, systemd's Nice=): the
         // collectors keep that one.
         s.config.nice = opts_.collector_nice_given || inherited_nice == 0 ? opts_.collector_nice : 0;
@@ -214,6 +222,8 @@ int Session::run(RingSource& source, RecordSummary& sum) {
     sum.backend = collectors_.front()->backend();
     sum.collector_nice = collectors_.front()->nice();
     sum.collector_nice_refused = collectors_.front()->nice_refused();
+    sum.collector_realtime = collectors_.front()->realtime();
+    sum.collector_realtime_refused = collectors_.front()->realtime_refused();
     sum.stop_reason = stop_reason_;
     sum.error = error_;
     sum.file_bytes = file_bytes_;
@@ -245,12 +255,16 @@ void Session::print_setup(const RecordPlan& plan, size_t ring_pages) const {
     log_ << "ringcap: backend " << collectors_.front()->describe() << "; " << collectors_.size()
          << " collector(s) polling " << rings << " ring owner fd(s), ";
     const auto& c = *collectors_.front();
-    if (opts_.realtime_priority) log_ << "SCHED_FIFO priority " << opts_.realtime_priority << "\n";
+    if (c.realtime()) log_ << "SCHED_FIFO priority " << c.realtime() << "\n";
+    else if (!c.realtime_refused().empty() && c.nice_refused().empty())
+        log_ << "nice " << c.nice() << " (not real-time: " << c.realtime_refused() << ")\n";
     else if (c.nice_refused().empty())
         log_ << "nice " << c.nice()
              << (!opts_.collector_nice_given && c.nice() != opts_.collector_nice ? " (ringcap's own, which the default gives way to)" : "")
              << "\n";
-    else log_ << "nice " << c.nice() << ": " << c.nice_refused() << "\n";
+    else
+        log_ << "nice " << c.nice() << ": " << c.nice_refused()
+             << (c.realtime_refused().empty() ? "" : "; not real-time: " + c.realtime_refused()) << "\n";
     log_
          << "ringcap: " << rings << " ring(s) of " << ring_pages << " data pages ("
          << human_bytes(ring_pages * page_size()) << ") for " << events << " event(s), " << source_->describe() << "\n"
@@ -330,7 +344,12 @@ void Session::write_start() {
                     write_error_hint(write_error_));
     // --max-size: now that the mapped files are known, the room their build-ids take.
     if (opts_.max_size) limit_space(*space_, *output_);
-    if (pipe_fd_ >= 0) static_cast<PipeOutput&>(*output_).set_stream_nice(collectors_.front()->nice());
+    // The streamer runs with the collectors: at their nice, or at the nice their encoders get when
+    // they are real-time (it must never be).
+    if (pipe_fd_ >= 0) {
+        const auto& c = *collectors_.front();
+        static_cast<PipeOutput&>(*output_).set_stream_nice(c.realtime() ? opts_.collector_nice : c.nice());
+    }
     output_->publish(crash_safe_end() - output_->data_offset());
     if (!synth_.kernel_scanned) return;  // the source describes no real processes
     if (opts_.verbose)

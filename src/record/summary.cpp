@@ -79,7 +79,10 @@ void print_summary(const RecordSummary& s, std::ostream& log) {
             o << " and " << s.tracking_lost << " process/mapping record(s), so some names and symbols may be missing";
         o << ": the rings filled faster than they were drained. Use a bigger ring (-m), a lower rate (-F), "
              "or fewer events";
-        if (!s.collector_nice_refused.empty())
+        if (!s.collector_realtime && !s.collector_realtime_refused.empty())
+            o << "; with every CPU busy the collector also waits its turn: it was not real-time ("
+              << s.collector_realtime_refused << ") and ran at nice " << s.collector_nice;
+        else if (!s.collector_realtime && !s.collector_nice_refused.empty())
             o << "; with every CPU busy the collector also waits its turn: it ran at nice " << s.collector_nice << ", not "
               << kDefaultCollectorNice << " (" << s.collector_nice_refused << ")";
         o << ".\n";

@@ -129,9 +129,25 @@ std::vector<int> thread_nices(const std::string& stat_lines) {
     return nices;
 }
 
+// The same tasks' SCHED_FIFO/RR priorities (field 40, rt_priority; 0 for normal tasks).
+std::vector<int> thread_rt_priorities(const std::string& stats) {
+    std::vector<int> out;
+    std::istringstream in(stats);
+    for (std::string line; std::getline(in, line);) {
+        const size_t open = line.find('('), paren = line.rfind(')');
+        if (open == std::string::npos || paren == std::string::npos) continue;
+        if (line.compare(open + 1, 4, "iou-") == 0) continue;
+        std::istringstream f(line.substr(paren + 2));
+        std::string field;
+        for (int i = 3; i <= 40 && f >> field; ++i)
+            if (i == 40) out.push_back(std::stoi(field));
+    }
+    return out;
+}
+
 }  // namespace
 
-TEST_CASE("collector and encoder threads run at nice -5 while the main thread and the command keep the workload nice", "[record][integration]") {
+TEST_CASE("collectors run at SCHED_FIFO 1 and encoders at nice -5 while the main thread and the command keep the workload's priority", "[record][integration]") {
     require_kernel();
     if (geteuid() != 0) skip_test("a negative nice value needs root (CAP_SYS_NICE)");
     TempDir dir("nice");
@@ -142,17 +158,20 @@ TEST_CASE("collector and encoder threads run at nice -5 while the main thread an
     struct Case {
         std::string prefix, flags;
         int started_at;  // ringcap's own nice, and so its main thread's and the command's
-        int want;        // the collectors' (and encoders')
-        size_t threads;  // how many tasks run at `want`; 0: all of them
+        int want;        // the encoders' nice, and the collectors' when they are not real-time
+        size_t threads;  // how many tasks run at `want`, real-time ones included; 0: all of them
+        int rt;          // the collectors' SCHED_FIFO priority (0: none)
+        size_t rt_threads;
     };
     const Case cases[] = {
-        {"", "", 0, -5, 1},
-        {"", "-z --threads 2", 0, -5, 4},  // two collectors, an encoder each
-        {"", "--collector-nice 3", 0, 3, 1},
-        {"", "--collector-nice 0", 0, 0, 0},
-        {"", "-r 5", 0, 0, 0},                                   // SCHED_FIFO instead
-        {"nice -n 4 ", "", 4, 4, 0},                             // the operator's priority wins over the default
-        {"nice -n 4 ", "--collector-nice -2", 4, -2, 1},         // but not over the flag
+        {"", "", 0, 0, 0, 1, 1},                                 // the collector real-time, the rest as started
+        {"", "-z --threads 2", 0, -5, 2, 1, 2},                  // two collectors real-time, their encoders at -5
+        {"", "--no-realtime", 0, -5, 1, 0, 0},
+        {"", "--collector-nice 3", 0, 3, 1, 0, 0},               // a nice chosen replaces the real-time default
+        {"", "--collector-nice 0", 0, 0, 0, 0, 0},
+        {"", "-r 5", 0, 0, 0, 5, 1},
+        {"nice -n 4 ", "", 4, 4, 0, 0, 0},                       // the operator's priority wins over the default
+        {"nice -n 4 ", "--collector-nice -2", 4, -2, 1, 0, 0},   // but not over the flag
     };
     for (const auto& c : cases) {
         INFO(c.prefix << "ringcap record " << c.flags);
@@ -169,8 +188,15 @@ TEST_CASE("collector and encoder threads run at nice -5 while the main thread an
         REQUIRE(nices.size() >= 2);
         CHECK(nices[0] == c.started_at);  // the main thread
         const auto at = size_t(std::count(nices.begin(), nices.end(), c.want));
-        CHECK(at == (c.threads ? c.threads : nices.size()));
-        CHECK(nlohmann::json::parse(read_file(json))["collector_nice"] == c.want);
+        const auto policies = thread_rt_priorities(read_file(dir.path + "/threads"));
+        INFO("SCHED_FIFO priorities (0: none): " << Catch::Detail::stringify(policies));
+        CHECK(policies[0] == 0);  // the main thread is never real-time
+        CHECK(size_t(std::count(policies.begin(), policies.end(), c.rt)) == (c.rt ? c.rt_threads : policies.size()));
+        if (c.rt == 0 || c.want != 0) CHECK(at == (c.threads ? c.threads : nices.size()));
+        const auto j = nlohmann::json::parse(read_file(json));
+        if (c.rt) CHECK(j["collector_realtime"] == c.rt);
+        else CHECK(j["collector_realtime"].is_null());
+        if (!c.rt) CHECK(j["collector_nice"] == c.want);
     }
 
     // Pipe mode: the streamer thread (started before the command) runs with the collector.
@@ -182,5 +208,7 @@ TEST_CASE("collector and encoder threads run at nice -5 while the main thread an
     INFO("nice values of ringcap's tasks in pipe mode, main thread first: " << Catch::Detail::stringify(nices));
     REQUIRE(nices.size() >= 3);
     CHECK(nices[0] == 0);
-    CHECK(std::count(nices.begin(), nices.end(), -5) == 2);  // the collector and the streamer
+    CHECK(std::count(nices.begin(), nices.end(), -5) == 1);  // the streamer (the collector is real-time)
+    const auto rt = thread_rt_priorities(read_file(dir.path + "/threads"));
+    CHECK(std::count(rt.begin(), rt.end(), 1) == 1);
 }

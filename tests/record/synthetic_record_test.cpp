@@ -140,7 +140,9 @@ TEST_CASE("synthetic rings: rounds go on when no pass empties every ring (a thro
     throttle.leave();
     INFO(run.log);
     REQUIRE(run.sum.total.partial_drains > 0);
-    CHECK(run.sum.rounds >= 5);  // at most one per 50 ms
+    // A round takes what the rings held at its request to reach the disk: 2 MiB at 16 MB/s, about
+    // 130 ms. (None at all before.)
+    CHECK(run.sum.rounds >= 2);
     std::string err;
     auto file = read_perf_data(path, &err);
     REQUIRE(file);
