@@ -341,6 +341,7 @@ ChildResult run_child(const Args& a, unsigned rings, unsigned threads, double mb
         o.duration_s = a.duration;
         o.output = out;
         o.build_ids = false;
+        o.back_pressure = false;  // the collector's own limits, measured: nothing lowered
         o.threads = std::to_string(threads);
         o.compression_level = a.compress;
         if (a.backend == "uring") o.backend = Backend::Uring;

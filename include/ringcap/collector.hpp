@@ -15,6 +15,7 @@
 
 #include "ringcap/encoder_thread.hpp"
 #include "ringcap/loop.hpp"
+#include "ringcap/pressure.hpp"
 #include "ringcap/ring.hpp"
 #include "ringcap/source.hpp"
 #include "ringcap/staging.hpp"
@@ -39,6 +40,30 @@ struct CollectorConfig {
     // Per event index, the user-stack dump size its samples end with (RingReader::set_stacks: each
     // is trimmed to dyn_size), or 0.
     std::vector<uint32_t> stack_dumps;
+    // Graded back-pressure (pressure.hpp): off with `pressure_off` (the synthetic bench measures
+    // without it). Per event index, its sampling frequency when in frequency mode (0: not lowered),
+    // and whether the kernel took it as a period in nanoseconds instead (cpu-clock and task-clock:
+    // hrtimer events turn -F into a fixed period, and PERF_EVENT_IOC_PERIOD then sets a period).
+    PressureConfig pressure;
+    bool pressure_off = false;
+    std::vector<uint64_t> sample_freqs;
+    std::vector<bool> period_in_ns;
+    bool verbose = false;            // -v: a line each time a grade engages or is undone
+};
+
+// What back-pressure did on one collector (its rings' cut and dropped samples are per ring).
+struct PressureStats {
+    uint64_t faster_zstd = 0;     // times a faster zstd level was engaged
+    uint64_t shorter_stacks = 0;  // times stacks were cut shorter
+    uint64_t slowed = 0;          // times the sampling frequency was lowered
+    uint64_t drops = 0;           // times samples began to be dropped
+    uint64_t period_errors = 0;   // PERF_EVENT_IOC_PERIOD refused (the rate stayed)
+    std::string worst;            // the strongest grade reached ("" if none)
+    unsigned worst_rate_shift = 0;
+    int fastest_zstd = 0;
+    uint32_t shortest_cut = 0;
+    double headroom = 1;          // the last one measured
+    bool any() const { return faster_zstd || shorter_stacks || slowed || drops; }
 };
 
 // How run() ended.
@@ -69,6 +94,7 @@ struct RingSummary {
     // were opened again when it came back, and whether it is offline at the end.
     uint32_t went_offline = 0, reopened = 0;
     bool offline = false;
+    std::vector<uint64_t> dropped_events;  // samples dropped under back-pressure, per event index
 };
 
 // Everything a collector counts, copied at one moment.
@@ -84,6 +110,7 @@ struct CollectorSnapshot {
     uint64_t ring_bytes = 0;          // ring memory mapped
     uint64_t staging_bytes = 0;
     uint64_t staging_used = 0;        // of which buffers in use (filling, ready or being written)
+    PressureStats pressure;
 };
 
 class Collector final : public LoopHandler, public MmapObserver {
@@ -163,6 +190,7 @@ private:
         bool released = false;       // between release_ring() and adopt_ring(): not drained
         uint64_t wakeups = 0;
         uint64_t mark = 0;           // data_head at the round's mark (mark_heads)
+        std::vector<uint64_t> carried_dropped;  // per event, of the rings this one replaced
         RingCounters carried;        // counts of the rings this one replaced (CPU hotplug)
     };
 
@@ -173,6 +201,11 @@ private:
     // Hands the full staging buffers on: to the writer, or with -z to the encoder thread, whose
     // finished records go to the encoded buffers and from there to the writer.
     void send_ready();
+    // collector_pressure.cpp: after each pass, the headroom to the grader, and its grade applied.
+    double headroom() const;
+    void grade_pass();
+    void apply_grade(const Grade& g);
+    void set_rate(unsigned shift);
     // Progress of request_flush(): done once the encoder gave back every buffer handed over
     // before it (then the padded partial buffer is queued).
     void poll_flush();
@@ -182,6 +215,14 @@ private:
     double tick_seconds_;
     std::vector<EventCounters> events_;  // before rings_: the readers point into it
     std::vector<uint32_t> stack_dumps_;  // likewise
+    std::optional<PressureGrader> grader_;
+    Grade applied_;                      // what the readers, encoder and events do now
+    size_t applied_level_ = 0;
+    PressureStats pressure_;
+    std::vector<uint64_t> sample_freqs_;
+    std::vector<bool> period_in_ns_;
+    std::vector<uint64_t> period_bases_;  // per event: its period in ns where the reader reports it (hrtimer)
+    bool verbose_ = false;
     std::vector<RingState> rings_;
     std::unique_ptr<StagingPool> staging_;
     // -z: the buffers of COMPRESSED records (what the writer writes), and the encoder thread (after

@@ -55,6 +55,9 @@ public:
     bool encode(std::span<const std::byte> in, StagingPool& out);
 
     const EncoderStats& stats() const { return stats_; }
+    // The level of the frames from now on (back-pressure: a faster one). Between frames only.
+    void set_level(int level);
+    int level() const { return level_; }
 
 private:
     size_t frame_to_records(size_t frame_len);
@@ -65,6 +68,7 @@ private:
 
     struct Ctx;
     std::unique_ptr<Ctx> ctx_;
+    int level_ = 0;
     size_t max_input_;
     std::unique_ptr<std::byte[]> frame_;    // the one-shot frame
     size_t frame_cap_;

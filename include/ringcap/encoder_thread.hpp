@@ -68,6 +68,8 @@ public:
     size_t in_flight() const { return size_t(submitted() - taken_); }
 
     EncoderStats stats() const;
+    // Back-pressure: the level of the frames it starts from now on (taken before each one).
+    void set_level(int level) { level_.store(level, std::memory_order_relaxed); }
 
 private:
     void run();
@@ -81,6 +83,7 @@ private:
     ZstdEncoder encoder_;
     std::vector<Slot> slots_;
     int nice_ = 0;
+    std::atomic<int> level_;
     UniqueFd wake_;
     // Collector -> thread: slots [completed_, submitted_) hold work. Thread -> collector: slots
     // [taken_, completed_) are done. Release/acquire on both counters hand the slots over.

@@ -1,4 +1,4 @@
-// The record's summary as JSON, for schedulers and batch jobs (--json PATH|-). Schema version 1,
+// The record's summary as JSON, for schedulers and batch jobs (--json PATH|-). Schema version 2,
 // documented in README ("JSON summary"); fields are only ever added within a version.
 #pragma once
 
@@ -8,7 +8,9 @@
 
 namespace ringcap {
 
-inline constexpr int kJsonSchemaVersion = 1;
+// 2: back-pressure (dropped now counts the samples it left out too, cut, back_pressure, per CPU and
+// per event dropped), collector_realtime.
+inline constexpr int kJsonSchemaVersion = 2;
 
 // `s` may be empty (a record that failed before it started); `exit_code` is ringcap's exit status and
 // `error` what it printed as the reason ("" for none).

@@ -77,6 +77,8 @@ struct RecordOptions {
     unsigned cq_entries = 0;                // 0 = sized for all polls plus writes in flight
     bool allow_direct = true;               // --no-direct
     bool stack_trim = true;                 // --no-stack-trim: dwarf stacks copied whole (comparisons)
+    bool cut_samples = true;                // --no-cut-samples: back-pressure never cuts stacks
+    bool back_pressure = true;              // --no-back-pressure: none at all (the synthetic bench)
 
     std::vector<std::string> argv;          // the whole command line, for the CMDLINE feature
 };

@@ -18,6 +18,7 @@ struct EventSummary {
     uint64_t samples = 0;       // samples in the file
     uint64_t lost = 0;          // sum of PERF_RECORD_LOST.lost
     uint64_t lost_samples = 0;  // PERF_FORMAT_LOST at the end (written as PERF_RECORD_LOST_SAMPLES)
+    uint64_t dropped = 0;       // read, then left out under back-pressure (LOST_SAMPLES records too)
 
     // Both figures count the same drops (the kernel bumps the ring's and the event's counter together);
     // the per-event read is exact, LOST records only say which event wrote next. Older kernels have
@@ -62,6 +63,8 @@ struct RecordSnapshot {
     uint64_t compressed_records = 0;
     uint64_t compressed_chunked = 0;
     double compress_cpu_seconds = 0;
+    // Back-pressure, over every collector (the cut and dropped samples are in `total` and per CPU).
+    PressureStats pressure;
 };
 
 // One collector thread.

@@ -73,6 +73,8 @@ inline constexpr size_t kSampleIdentifier = kBody;
 inline constexpr size_t kSampleIp = kBody + sizeof(uint64_t);
 inline constexpr size_t kSamplePid = kBody + 2 * sizeof(uint64_t);
 inline constexpr size_t kSampleTime = kBody + 3 * sizeof(uint64_t);
+// Then CPU and PERIOD (kDefaultSampleType has no ADDR, ID or STREAM_ID, which would come between).
+inline constexpr size_t kSamplePeriod = kBody + 5 * sizeof(uint64_t);
 // PERF_RECORD_LOST_SAMPLES: { header; u64 lost; sample_id }
 inline constexpr size_t kLostSamplesCount = kBody;
 }  // namespace field

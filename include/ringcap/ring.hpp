@@ -86,7 +86,8 @@ struct RingCounters {
     uint64_t throttles = 0;
     uint64_t bad_headers = 0;   // records with an impossible size (must stay 0)
     uint64_t partial_drains = 0;  // drains stopped early because staging was full
-    uint64_t dropped = 0;         // samples read and left out under back-pressure (not in `samples`)
+    uint64_t dropped = 0;         // samples read and left out under back-pressure (not in `samples`
+                                  // nor in `records`, which count what reaches the output)
     uint64_t cut = 0;             // samples whose user stack was cut short of dyn_size (back-pressure)
     uint64_t trimmed = 0;         // ring bytes not copied: stacks trimmed to dyn_size and cut
     uint64_t first_time = 0;      // earliest and latest sample time (perf's HEADER_SAMPLE_TIME); 0: none
@@ -142,6 +143,8 @@ public:
     DrainResult drain(StagingPool& staging);
 
     const RingCounters& counters() const { return counters_; }
+    // Samples dropped under back-pressure in this ring, per event index (LOST_SAMPLES at the end).
+    const std::vector<uint64_t>& dropped_by_event() const { return dropped_by_event_; }
     // Rotation: the sample time range starts again (each file has its own HEADER_SAMPLE_TIME).
     void restart_time_range() { counters_.first_time = counters_.last_time = 0; }
     uint64_t tail() const { return tail_; }
@@ -163,11 +166,18 @@ public:
         cut_ = cut_bytes & ~7u;
         drop_ = drop;
     }
+    // Back-pressure's lower frequency for the hrtimer events (cpu-clock, task-clock), whose samples
+    // keep reporting the period they were opened with (the kernel does not update it when
+    // PERF_EVENT_IOC_PERIOD changes theirs): per event index, that period in ns (0: the event
+    // reports its own). change_period(): from ring position `from` on, they sample every
+    // base << shift ns, and their samples' PERIOD field says so.
+    void set_period_bases(std::span<const uint64_t> base_ns) { period_bases_ = base_ns; }
+    void change_period(uint64_t from, unsigned shift);
 
 private:
     void copy_out(uint64_t from, std::byte* dst, uint64_t len) const;
-    // Copies the whole records in [from, from + len) to dst, shaped as set_stacks() and
-    // set_shaping() say; returns the bytes written (at most len).
+    // Copies the whole records in [from, from + len) to dst, shaped as set_stacks(), set_shaping()
+    // and change_period() say; returns the bytes written (at most len).
     uint64_t copy_shaped(uint64_t from, std::byte* dst, uint64_t len);
     uint64_t account(uint64_t start, uint64_t limit, uint64_t head);
 
@@ -183,7 +193,15 @@ private:
     std::span<const uint32_t> stacks_;
     uint32_t cut_ = 0;
     bool drop_ = false;
+    std::span<const uint64_t> period_bases_;
+    struct PeriodChange {
+        uint64_t from;  // ring position
+        unsigned shift;
+    };
+    std::vector<PeriodChange> period_changes_;  // oldest first; the first one is in effect
+    unsigned shift_at(uint64_t pos);            // the shift in effect at ring position `pos`
     RingCounters counters_;
+    std::vector<uint64_t> dropped_by_event_;
 };
 
 }  // namespace ringcap

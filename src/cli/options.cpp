@@ -55,6 +55,7 @@ const char* const kRecordUsage =
     "  -N, --no-buildid-cache   do not add those files to perf's build-id cache ($HOME/.debug)\n"
     "      --buildid-cache-max TOTAL[,FILE]  copy at most TOTAL bytes into the cache per record and\n"
     "                           no file bigger than FILE (default 2G,512M; hard links are free)\n"
+    "      --no-cut-samples     under back-pressure, never cut user stacks (a lower rate, then drops)\n"
     "      --switch-output[=signal|SIZE|TIME]  rotate: finish the file and start a new one on SIGUSR2\n"
     "                           (the default), when it holds SIZE (e.g. 500M) or every TIME (30s, 5m,\n"
     "                           1h, 1d); files are named FILE.YYYYmmddHHMMSScc, each a whole perf.data\n"
@@ -64,7 +65,8 @@ const char* const kRecordUsage =
     "  -q, --quiet              print only errors (no status line, no summary)\n"
     "  -v, --verbose            print the setup (backend, O_DIRECT, sizes)\n"
     "Internal knobs for tests and benchmarks: --staging-buffers N, --staging-kb KB, --cq-entries N,\n"
-    "--no-stack-trim (dwarf stacks copied whole, not trimmed to what the kernel filled).\n"
+    "--no-stack-trim (dwarf stacks copied whole, not trimmed to what the kernel filled),\n"
+    "--no-back-pressure (nothing lowered when the output falls behind: the kernel drops instead).\n"
     "Without -a/-C, -- COMMAND records the command and its children (per task); with -a it records\n"
     "system-wide while the command runs. SIGINT, SIGTERM or SIGHUP stop the record cleanly.\n";
 
@@ -353,6 +355,12 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
             if (kb < kMinBufferBytes / 1024 || kb % 4 != 0 || kb > (1u << 20))
                 bad("--staging-kb must be a multiple of 4 from 64 (the largest record) to 1048576");
             o.staging_buffer_bytes = size_t(kb) * 1024;
+        } else if (a == "--no-cut-samples") {
+            no_value();
+            o.cut_samples = false;
+        } else if (a == "--no-back-pressure") {
+            no_value();
+            o.back_pressure = false;
         } else if (a == "--no-stack-trim") {
             no_value();
             o.stack_trim = false;

@@ -18,7 +18,7 @@ uint64_t compression_memory(int level, size_t staging_buffers, size_t staging_by
 }
 
 EncoderThread::EncoderThread(int level, size_t max_input, size_t slots, int nice)
-    : encoder_(level, max_input), slots_(slots), nice_(nice) {
+    : encoder_(level, max_input), slots_(slots), nice_(nice), level_(level) {
     for (auto& s : slots_) s.area = std::make_unique<std::byte[]>(ZstdEncoder::records_area(max_input));
     wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!wake_) throw Error("eventfd: " + errno_text(errno));
@@ -73,6 +73,7 @@ void EncoderThread::run() {
             // Counted here, off the drain path: which file a frame lands in is only known when the
             // collector places it (per-file sample counts with rotation).
             s.samples = count_records(s.in.data, s.in.len, PERF_RECORD_SAMPLE);
+            encoder_.set_level(level_.load(std::memory_order_relaxed));
             s.records = encoder_.compress({s.in.data, s.in.len}, s.area.get());
         } catch (const std::exception& e) {
             // zstd allocated everything up front: only a bug gets here. Losing data silently is

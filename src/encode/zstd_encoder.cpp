@@ -40,6 +40,7 @@ struct ZstdEncoder::Ctx {
 
 ZstdEncoder::ZstdEncoder(int level, size_t max_input)
     : ctx_(std::make_unique<Ctx>()), max_input_(max_input) {
+    level_ = level;
     ctx_->cctx = ZSTD_createCCtx();
     if (!ctx_->cctx) throw Error("zstd: cannot create a compression context");
     const size_t r = ZSTD_CCtx_setParameter(ctx_->cctx, ZSTD_c_compressionLevel, level);
@@ -142,6 +143,12 @@ size_t ZstdEncoder::chunked_records(std::span<const std::byte> in) {
         out += 8 + ob.pos;
     }
     return finish_records(out);
+}
+
+void ZstdEncoder::set_level(int level) {
+    if (level == level_) return;
+    // A faster level needs no more memory than the one the context was sized for.
+    if (!ZSTD_isError(ZSTD_CCtx_setParameter(ctx_->cctx, ZSTD_c_compressionLevel, level))) level_ = level;
 }
 
 std::span<const std::byte> ZstdEncoder::compress(std::span<const std::byte> in, std::byte* area) {

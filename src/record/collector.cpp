@@ -16,7 +16,14 @@ namespace ringcap {
 Collector::Collector(const CollectorConfig& cfg, std::span<const SourceRing> rings, CollectorControl& control,
                      std::ostream& log)
     : control_(control), log_(log), tick_seconds_(cfg.tick_seconds), events_(cfg.events),
-      stack_dumps_(cfg.stack_dumps) {
+      stack_dumps_(cfg.stack_dumps), sample_freqs_(cfg.sample_freqs), period_in_ns_(cfg.period_in_ns),
+      verbose_(cfg.verbose) {
+    if (!cfg.pressure_off) grader_.emplace(cfg.pressure);
+    for (size_t e = 0; e < sample_freqs_.size(); ++e)
+        period_bases_.push_back(e < period_in_ns_.size() && period_in_ns_[e] && sample_freqs_[e]
+                                    ? 1'000'000'000 / sample_freqs_[e]
+                                    : 0);
+    applied_.zstd_level = cfg.compression_level;
     // The drain at SCHED_FIFO where allowed (the default; -r asks for it): woken, it preempts the
     // workload at once, copies and submits, and sleeps again. Without it, a negative nice. The
     // encoder thread (-z) sets its own: SCHED_OTHER at that nice, never real-time.
@@ -65,6 +72,8 @@ void Collector::init_ring(size_t i) {
     for (const auto& ev : r.src->events) r.ids.add(ev.id, ev.event_index);
     r.reader = RingReader(r.src->ring.view(), &r.ids, events_, registry_ ? this : nullptr, hits_.get());
     r.reader.set_stacks(stack_dumps_);
+    r.reader.set_shaping(applied_.cut_bytes, applied_.drop);
+    r.reader.set_period_bases(period_bases_);
 }
 
 void Collector::release_ring(size_t i) {
@@ -77,6 +86,9 @@ void Collector::release_ring(size_t i) {
     }
     if (!r.retired) loop_->unwatch_ring(uint32_t(i), r.watching, r.src->events[r.watching].fd.get());
     r.carried += r.reader.counters();
+    const auto& d = r.reader.dropped_by_event();
+    r.carried_dropped.resize(d.size(), 0);
+    for (size_t e = 0; e < d.size(); ++e) r.carried_dropped[e] += d[e];
     r.reader = RingReader();
     r.released = true;
 }
@@ -250,6 +262,7 @@ StopCause Collector::run() {
         loop_->run_once(*this, true);
         control_.before_pass();
         const bool complete = pass();
+        if (grader_) grade_pass();
         if (tick_ && complete) flush_idle_staging();
         tick_ = false;
         control_.after_pass(complete);
@@ -297,7 +310,10 @@ CollectorSnapshot Collector::snapshot() const {
         rs.ring += r.reader.counters();
         rs.wakeups = r.wakeups;
         rs.hung_up = r.retired;
-        s.rings.push_back(rs);
+        rs.dropped_events = r.reader.dropped_by_event();
+        for (size_t e = 0; e < r.carried_dropped.size() && e < rs.dropped_events.size(); ++e)
+            rs.dropped_events[e] += r.carried_dropped[e];
+        s.rings.push_back(std::move(rs));
         s.ring_bytes += r.src->ring.mapped_bytes();
     }
     s.events = events_;
@@ -310,6 +326,7 @@ CollectorSnapshot Collector::snapshot() const {
     s.staging_bytes = staging_->buffer_size() * staging_->count();
     s.staging_used = staging_->buffer_size() * (staging_->count() - staging_->free_count());
     if (encoded_) s.staging_bytes += encoded_->buffer_size() * encoded_->count();
+    s.pressure = pressure_;
     return s;
 }
 

@@ -21,8 +21,10 @@ std::string summary_json(const RecordSummary& s, int exit_code, const std::strin
     // ringcap drops nothing it read unless a write failed; then what was read but not written is
     // known in bytes only.
     const bool unwritten = !s.error.empty();
-    // --max-size: buffers refused once the file was full (their samples; with -z not countable).
-    j["dropped"] = unwritten || s.refused_compressed ? json(nullptr) : json(s.refused_samples);
+    // Read and not written: samples left out under back-pressure, and with --max-size the buffers
+    // refused once the file was full (their samples; with -z not countable).
+    j["dropped"] = unwritten || s.refused_compressed ? json(nullptr) : json(s.refused_samples + s.total.dropped);
+    j["cut"] = s.total.cut;
     // Measured where the data stopped; else (a summary from elsewhere) estimated from what was read.
     const uint64_t lost_bytes = s.unwritten_bytes ? s.unwritten_bytes
                                 : unwritten && s.total.bytes > s.file_bytes ? s.total.bytes - s.file_bytes
@@ -41,9 +43,24 @@ std::string summary_json(const RecordSummary& s, int exit_code, const std::strin
     j["command_status"] = s.command_status.empty() ? json(nullptr) : json(s.command_status);
     j["cpus"] = json::array();
     for (const auto& c : s.cpus)
-        j["cpus"].push_back({{"cpu", c.cpu}, {"samples", c.ring.samples}, {"lost", c.ring.lost}, {"bytes", c.ring.bytes}});
+        j["cpus"].push_back({{"cpu", c.cpu},
+                             {"samples", c.ring.samples},
+                             {"lost", c.ring.lost},
+                             {"dropped", c.ring.dropped},
+                             {"cut", c.ring.cut},
+                             {"bytes", c.ring.bytes}});
     j["events"] = json::array();
-    for (const auto& e : s.events) j["events"].push_back({{"name", e.name}, {"samples", e.samples}, {"lost", e.kernel_lost()}});
+    for (const auto& e : s.events)
+        j["events"].push_back({{"name", e.name}, {"samples", e.samples}, {"lost", e.kernel_lost()}, {"dropped", e.dropped}});
+    const PressureStats& p = s.pressure;
+    j["back_pressure"] = {{"dropped", s.total.dropped},
+                          {"cut", s.total.cut},
+                          {"shortest_stack", p.shortest_cut ? json(p.shortest_cut) : json(nullptr)},
+                          {"frequency_lowered", p.slowed},
+                          {"lowest_frequency_divisor", 1u << p.worst_rate_shift},
+                          {"zstd_lowered", p.faster_zstd},
+                          {"fastest_zstd_level", p.fastest_zstd ? json(p.fastest_zstd) : json(nullptr)},
+                          {"trimmed_bytes", s.total.trimmed}};
     j["collectors"] = json::array();
     for (const auto& c : s.collectors)
         j["collectors"].push_back({{"cpu_s", c.cpu_seconds}, {"bytes", c.bytes}, {"rings", c.rings}});

@@ -67,6 +67,17 @@ void add(RecordSnapshot& s, const CollectorSnapshot& c) {
     s.compressed_records += c.encoder.records;
     s.compressed_chunked += c.encoder.chunked;
     s.compress_cpu_seconds += double(c.encoder.cpu_ns) / 1e9;
+    PressureStats& p = s.pressure;
+    const PressureStats& q = c.pressure;
+    p.faster_zstd += q.faster_zstd;
+    p.shorter_stacks += q.shorter_stacks;
+    p.slowed += q.slowed;
+    p.drops += q.drops;
+    p.period_errors += q.period_errors;
+    if (q.fastest_zstd && (!p.fastest_zstd || q.fastest_zstd < p.fastest_zstd)) p.fastest_zstd = q.fastest_zstd;
+    if (q.shortest_cut && (!p.shortest_cut || q.shortest_cut < p.shortest_cut)) p.shortest_cut = q.shortest_cut;
+    p.worst_rate_shift = std::max(p.worst_rate_shift, q.worst_rate_shift);
+    p.headroom = std::min(p.headroom, q.headroom);
 }
 
 }  // namespace
@@ -138,6 +149,21 @@ void Session::start_collectors(const RecordPlan& plan, const std::vector<perf_ev
         s.config.compression_level = opts_.compression_level;
         if (opts_.stack_trim)
             for (const auto& a : attrs) s.config.stack_dumps.push_back(stack_dump_at_end(a));
+        // Back-pressure: what may be lowered, per event (the tracking event samples nothing).
+        s.config.pressure_off = !opts_.back_pressure;
+        s.config.pressure.zstd_level = opts_.compression_level;
+        s.config.pressure.cut = opts_.cut_samples;
+        s.config.pressure.slow = false;
+        s.config.verbose = opts_.verbose > 0;
+        for (size_t e = 0; e < attrs.size(); ++e) {
+            s.config.pressure.stack_dump = std::max(s.config.pressure.stack_dump, stack_dump_at_end(attrs[e]));
+            const bool freq = attrs[e].freq && !(e < specs_.size() && specs_[e].tracking);
+            s.config.sample_freqs.push_back(freq ? attrs[e].sample_freq : 0);
+            s.config.period_in_ns.push_back(attrs[e].type == PERF_TYPE_SOFTWARE &&
+                                            (attrs[e].config == PERF_COUNT_SW_CPU_CLOCK ||
+                                             attrs[e].config == PERF_COUNT_SW_TASK_CLOCK));
+            s.config.pressure.slow |= freq;
+        }
         s.rings = rings.subspan(first, n);
         s.first_ring = first;
         if (!opts_.threads.empty())
@@ -406,6 +432,25 @@ void Session::stop() {
         lost_samples_ += l.lost;
         event_lost_samples_[l.event_index] += l.lost;
     }
+    // Samples ringcap left out under back-pressure, as perf counts lost ones: perf report --stats
+    // shows them with the kernel's (the summary and the JSON keep them apart).
+    const auto rings = source_->rings();
+    for (const auto& c : collectors_) {
+        const CollectorSnapshot snap = c->snapshot();  // exact: drained
+        for (size_t i = 0; i < snap.rings.size(); ++i) {
+            const auto& dropped = snap.rings[i].dropped_events;
+            const SourceRing& ring = rings[c->first_ring() + i];
+            for (size_t e = 0; e < dropped.size(); ++e) {
+                if (dropped[e] == 0) continue;
+                const auto ev = std::find_if(ring.events.begin(), ring.events.end(),
+                                             [e](const OpenEvent& o) { return o.event_index == e; });
+                if (ev == ring.events.end()) continue;
+                const auto rec = make_lost_samples(ev->id, ring.cpu, dropped[e]);
+                const auto* b = reinterpret_cast<const std::byte*>(&rec);
+                lost.insert(lost.end(), b, b + sizeof rec);
+            }
+        }
+    }
     bool failed = write_error_ != 0;
     for (const auto& c : collectors_) failed |= c->write_error() != 0;
     if (!failed) write_own(lost, /*pad=*/false);
@@ -480,6 +525,7 @@ RecordSnapshot Session::snapshot() const {
         for (size_t e = 0; e < events.size() && e < c.events.size(); ++e) {
             events[e].samples += c.events[e].samples;
             events[e].lost += c.events[e].lost;
+            events[e].dropped += c.events[e].dropped;
         }
     }
     for (size_t e = 0; e < specs_.size(); ++e) {
@@ -495,6 +541,7 @@ RecordSnapshot Session::snapshot() const {
         es.samples = events[e].samples;
         es.lost = events[e].lost;
         es.lost_samples = event_lost_samples_[e];
+        es.dropped = events[e].dropped;
         s.kernel_lost += es.kernel_lost();
         s.events.push_back(es);
     }

@@ -123,11 +123,15 @@ void Session::print_status() {
     const RecordSnapshot s = snapshot();
     const double dt = std::chrono::duration<double>(now - last_status_).count();
     const uint64_t written = s.bytes_written;
-    char line[256];
+    char pressure[96] = "";
+    if (s.total.cut || s.total.dropped || s.pressure.slowed || s.pressure.faster_zstd)
+        std::snprintf(pressure, sizeof pressure, "  cut %llu  dropped %llu%s", static_cast<unsigned long long>(s.total.cut),
+                      static_cast<unsigned long long>(s.total.dropped), s.pressure.slowed ? "  rate lowered" : "");
+    char line[320];
     std::snprintf(line, sizeof line,
-                  "\rringcap: %.0f s  %.0f samples/s  %.1f MB/s written  lost %llu  staging %.0f %%  file %s\x1b[K",
+                  "\rringcap: %.0f s  %.0f samples/s  %.1f MB/s written  lost %llu%s  staging %.0f %%  file %s\x1b[K",
                   s.seconds, double(s.total.samples - status_samples_) / dt, double(written - status_bytes_) / dt / 1e6,
-                  static_cast<unsigned long long>(s.kernel_lost),
+                  static_cast<unsigned long long>(s.kernel_lost), pressure,
                   s.staging_bytes ? 100.0 * double(s.staging_used) / double(s.staging_bytes) : 0.0,
                   human_bytes(output_->data_offset() + space_->end()).c_str());
     log_ << line << std::flush;

@@ -33,7 +33,8 @@ void print_summary(const RecordSummary& s, std::ostream& log) {
       << s.total.samples << std::setw(11) << s.total.lost_records << std::setw(11) << s.total.lost << std::setw(11)
       << s.total.throttles << std::setw(10) << s.cqes << "\n";
     for (const auto& e : s.events)
-        o << "  event " << e.name << ": samples " << e.samples << ", kernel-lost " << e.kernel_lost() << "\n";
+        o << "  event " << e.name << ": samples " << e.samples << ", kernel-lost " << e.kernel_lost()
+          << (e.dropped ? ", dropped " + std::to_string(e.dropped) : "") << "\n";
     if (s.tracking_lost) o << "  tracking event: kernel-lost " << s.tracking_lost << " records\n";
     if (s.collectors.size() > 1) {
         o << "  collector  rings    cpu_s      bytes\n";
@@ -64,7 +65,7 @@ void print_summary(const RecordSummary& s, std::ostream& log) {
     o << "ringcap: samples=" << s.total.samples << " records=" << s.total.records << " lost=" << s.kernel_lost
       << " lost_records=" << s.total.lost_records << " cqes=" << s.cqes << " rearms=" << s.rearms
       << " hangups=" << s.hangups << " bytes=" << s.file_bytes << " staging_full=" << s.total.partial_drains
-      << " throttled=" << s.total.throttles;
+      << " throttled=" << s.total.throttles << " dropped=" << s.total.dropped << " cut=" << s.total.cut;
     if (s.compression_level > 0)
         o << " compressed_in=" << s.compress_input << " compressed_out=" << s.compressed_bytes
           << " compressed_records=" << s.compressed_records << " compress_cpu_s=" << std::setprecision(3)
@@ -86,6 +87,24 @@ void print_summary(const RecordSummary& s, std::ostream& log) {
             o << "; with every CPU busy the collector also waits its turn: it ran at nice " << s.collector_nice << ", not "
               << kDefaultCollectorNice << " (" << s.collector_nice_refused << ")";
         o << ".\n";
+    }
+    if (s.pressure.any()) {
+        // What back-pressure did, mildest first, and what would have spared it.
+        const PressureStats& p = s.pressure;
+        o << "ringcap: back-pressure (what follows the rings fell behind them):";
+        const char* sep = " ";
+        if (p.faster_zstd) o << sep << "zstd level lowered " << p.faster_zstd << " time(s) (to " << p.fastest_zstd << ")", sep = "; ";
+        if (p.shorter_stacks)
+            o << sep << s.total.cut << " sample(s) with their user stack cut (to " << p.shortest_cut << " bytes at the shortest)",
+                sep = "; ";
+        if (p.slowed)
+            o << sep << "sampling frequency lowered " << p.slowed << " time(s) (to 1/" << (1u << p.worst_rate_shift)
+              << " at the lowest; each sample carries its period)",
+                sep = "; ";
+        if (p.drops) o << sep << s.total.dropped << " sample(s) dropped (counted as lost in the file)", sep = "; ";
+        if (p.period_errors) o << sep << p.period_errors << " frequency change(s) refused by the kernel";
+        o << ". A faster disk, more staging (--staging-buffers), -z, or a lower rate (-F) or stack size "
+             "(--call-graph dwarf,SIZE) avoid it; --no-cut-samples keeps stacks whole.\n";
     }
     if (s.total.throttles > 0)
         o << "ringcap: WARNING: the kernel throttled sampling " << s.total.throttles

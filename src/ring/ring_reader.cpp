@@ -17,7 +17,8 @@ void IdMap::add(uint64_t id, size_t index) {
 
 RingReader::RingReader(RingView view, const IdMap* ids, std::span<EventCounters> events, MmapObserver* mmaps,
                        SampleHits* hits)
-    : view_(view), mask_(view.size - 1), ids_(ids), events_(events), mmaps_(mmaps), hits_(hits) {
+    : view_(view), mask_(view.size - 1), ids_(ids), events_(events), mmaps_(mmaps), hits_(hits),
+      dropped_by_event_(events.size(), 0) {
     assert(view.size != 0 && (view.size & (view.size - 1)) == 0);
     // We are the only writer of data_tail; start where a previous reader (if any) left off.
     tail_ = __atomic_load_n(&view_.page->data_tail, __ATOMIC_RELAXED);
@@ -136,6 +137,23 @@ void RingReader::note_mapping(uint64_t pos, const perf_event_header& hdr) {
     mmaps_->on_exec_mapping(m);
 }
 
+void RingReader::change_period(uint64_t from, unsigned shift) {
+    if (period_changes_.empty() && shift == 0) return;  // the kernel's own period is right
+    period_changes_.push_back({from, shift});
+}
+
+unsigned RingReader::shift_at(uint64_t pos) {
+    // Changes are rare (a few a second at most) and passed in order: drop the ones superseded.
+    while (period_changes_.size() > 1 && int64_t(pos - period_changes_[1].from) >= 0)
+        period_changes_.erase(period_changes_.begin());
+    if (period_changes_.empty() || int64_t(pos - period_changes_.front().from) < 0) return 0;
+    if (period_changes_.size() == 1 && period_changes_.front().shift == 0) {
+        period_changes_.clear();  // back to the kernel's period for good
+        return 0;
+    }
+    return period_changes_.front().shift;
+}
+
 uint64_t RingReader::copy_shaped(uint64_t from, std::byte* dst, uint64_t len) {
     // Whole records in [from, from + len): runs of records kept as they are go in one copy; a
     // sample whose stack is trimmed or cut is copied in parts with its fields rewritten; a dropped
@@ -163,15 +181,26 @@ uint64_t RingReader::copy_shaped(uint64_t from, std::byte* dst, uint64_t len) {
             // account() counted it as a sample: it becomes a dropped one.
             flush_run(at);
             done = end;
-            --counters_.samples;
+            --counters_.samples;  // samples and records count what reaches the output
+            --counters_.records;
             ++counters_.dropped;
             counters_.trimmed += h.size;
-            if (ev < events_.size()) --events_[ev].samples, ++events_[ev].dropped;
+            if (ev < events_.size()) --events_[ev].samples, ++events_[ev].dropped, ++dropped_by_event_[ev];
             at = end;
             continue;
         }
+        // The period a lowered frequency gives, in the sample's PERIOD field (after its copy).
+        uint64_t period = 0;
+        if (!period_changes_.empty() && ev < period_bases_.size() && period_bases_[ev] &&
+            h.size >= field::kSamplePeriod + 8)
+            if (const unsigned shift = shift_at(from + at)) period = period_bases_[ev] << shift;
+        const uint64_t rec_start = out + (at - done);  // where this record starts in dst, once copied
+        auto patch_period = [&] {
+            if (period) std::memcpy(dst + rec_start + field::kSamplePeriod, &period, 8);
+        };
         const uint64_t dump = ev < stacks_.size() ? stacks_[ev] : 0;
         if (dump == 0 || dump % 8 != 0 || h.size < field::kSampleIdentifier + 8 + dump + 16) {
+            if (period) flush_run(end), patch_period();
             at = end;
             continue;
         }
@@ -179,6 +208,7 @@ uint64_t RingReader::copy_shaped(uint64_t from, std::byte* dst, uint64_t len) {
         const uint64_t size = load_at<uint64_t>(view_.data, mask_, from + size_at);
         const uint64_t dyn = load_at<uint64_t>(view_.data, mask_, from + end - 8);
         if (size != dump || dyn > dump) {  // shrunk by the kernel, or not a dump: as it is
+            if (period) flush_run(end), patch_period();
             at = end;
             continue;
         }
@@ -186,6 +216,7 @@ uint64_t RingReader::copy_shaped(uint64_t from, std::byte* dst, uint64_t len) {
         const uint64_t keep = cut_ && cut_ < used ? cut_ : used;  // stack bytes kept
         const uint64_t keep_dyn = std::min(dyn, keep);
         if (keep == dump) {  // the whole dump is in use and nothing is cut
+            if (period) flush_run(end), patch_period();
             at = end;
             continue;
         }
@@ -206,6 +237,7 @@ uint64_t RingReader::copy_shaped(uint64_t from, std::byte* dst, uint64_t len) {
         perf_event_header nh = h;
         nh.size = uint16_t(new_size);
         std::memcpy(dst + rec_out, &nh, sizeof nh);
+        if (period) std::memcpy(dst + rec_out + field::kSamplePeriod, &period, 8);
         counters_.trimmed += h.size - new_size;
         if (keep < used) ++counters_.cut;
         done = end;
@@ -238,7 +270,7 @@ DrainResult RingReader::drain(StagingPool& staging) {
             staging.pad_current();
             continue;
         }
-        if (stacks_.empty() && !drop_) {
+        if (stacks_.empty() && !drop_ && period_changes_.empty()) {
             copy_out(pos, space.data(), end - pos);
             staging.commit(end - pos);
         } else if (const uint64_t out = copy_shaped(pos, space.data(), end - pos); out > 0) {

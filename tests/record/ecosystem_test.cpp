@@ -126,11 +126,12 @@ TEST_CASE("dwarf stacks trimmed to dyn_size: perf and hotspot unwind the chains 
     const std::string perf = require_kernel_and_perf();
     TempFile trimmed("eco-trim"), whole("eco-whole");
     // The same workload twice: trimmed (the default) and copied whole. With an empty environment
-    // its stack holds little above main: most of each 8 KiB dump is past dyn_size.
+    // its stack holds about a KiB above main, plus up to 8 KiB of random padding (the kernel's stack
+    // randomization): of a 16 KiB dump, at most about 9 KiB is in use.
     std::map<std::string, uint64_t> bytes;
     std::map<std::string, std::pair<int, int>> got;
     for (const auto& [file, flag] : {std::pair{&trimmed, ""}, std::pair{&whole, " --no-stack-trim"}}) {
-        auto r = run_command(kRingcap + " record -F 2000 --call-graph dwarf" + flag + " -o " + file->path +
+        auto r = run_command(kRingcap + " record -F 2000 --call-graph dwarf,16384" + flag + " -o " + file->path +
                              " -- env -i " + kWorkload + " 1000 2>&1");
         INFO(r.output);
         REQUIRE(r.status == 0);
@@ -149,7 +150,7 @@ TEST_CASE("dwarf stacks trimmed to dyn_size: perf and hotspot unwind the chains 
     // captures of one workload, not the same samples: within 2 points).
     CHECK(double(full_t) / hot_t >= double(full_w) / hot_w - 0.02);
     CHECK(full_t >= hot_t * 9 / 10);
-    CHECK(bytes[""] * 2 < bytes[" --no-stack-trim"]);
+    CHECK(bytes[""] * 3 < bytes[" --no-stack-trim"] * 2);
     const std::string parser = "/usr/lib/x86_64-linux-gnu/libexec/hotspot-perfparser";
     if (access(parser.c_str(), X_OK) != 0) return;  // hotspot's own check is in fidelity_test.cpp
     auto p = run_command(parser + " --input " + trimmed.path + " --print-stats 2>&1");

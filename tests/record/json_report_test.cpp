@@ -22,7 +22,7 @@ std::string py(const std::string& file, const std::string& expr) {
 }
 }  // namespace
 
-TEST_CASE("JSON summary: every field of schema 1 from a summary", "[json]") {
+TEST_CASE("JSON summary: every field of schema 2 from a summary", "[json]") {
     RecordSummary s;
     s.path = "out.data";
     s.total.samples = 10;
@@ -37,7 +37,7 @@ TEST_CASE("JSON summary: every field of schema 1 from a summary", "[json]") {
     r.ring.lost = 3;
     r.ring.bytes = 480;
     s.cpus.push_back(r);
-    s.events.push_back({"cpu-clock:ppp", 10, 3, 0});
+    s.events.push_back({"cpu-clock:ppp", 10, 3, 0, 0});
     s.collectors.push_back({1, 0.25, 4096});
     s.collector_nice = -5;
     const auto j = nlohmann::json::parse(summary_json(s, 0, ""));
@@ -52,11 +52,38 @@ TEST_CASE("JSON summary: every field of schema 1 from a summary", "[json]") {
     CHECK(j["exit_code"] == 0);
     CHECK(j["stop_reason"] == "duration reached");
     CHECK(j["error"].is_null());
-    CHECK(j["cpus"][0] == nlohmann::json{{"cpu", 1}, {"samples", 10}, {"lost", 3}, {"bytes", 480}});
-    CHECK(j["events"][0] == nlohmann::json{{"name", "cpu-clock:ppp"}, {"samples", 10}, {"lost", 3}});
+    CHECK(j["cut"] == 0);
+    CHECK(j["cpus"][0] == nlohmann::json{{"cpu", 1}, {"samples", 10}, {"lost", 3}, {"dropped", 0}, {"cut", 0}, {"bytes", 480}});
+    CHECK(j["events"][0] == nlohmann::json{{"name", "cpu-clock:ppp"}, {"samples", 10}, {"lost", 3}, {"dropped", 0}});
+    CHECK(j["back_pressure"] == nlohmann::json{{"dropped", 0},
+                                               {"cut", 0},
+                                               {"shortest_stack", nullptr},
+                                               {"frequency_lowered", 0},
+                                               {"lowest_frequency_divisor", 1},
+                                               {"zstd_lowered", 0},
+                                               {"fastest_zstd_level", nullptr},
+                                               {"trimmed_bytes", 0}});
+    CHECK(j["collector_realtime"].is_null());
     CHECK(j["collectors"][0] == nlohmann::json{{"cpu_s", 0.25}, {"bytes", 4096}, {"rings", 1}});
     CHECK(j["collector_nice"] == -5);
     CHECK(j["compression"].is_null());
+
+    // Back-pressure: what it left out counts as dropped, with --max-size's refused samples.
+    s.total.dropped = 4;
+    s.total.cut = 6;
+    s.refused_samples = 2;
+    s.pressure.shortest_cut = 1024;
+    s.pressure.slowed = 1;
+    s.pressure.worst_rate_shift = 2;
+    s.collector_realtime = 1;
+    const auto b = nlohmann::json::parse(summary_json(s, 0, ""));
+    CHECK(b["dropped"] == 6);
+    CHECK(b["cut"] == 6);
+    CHECK(b["back_pressure"]["dropped"] == 4);
+    CHECK(b["back_pressure"]["shortest_stack"] == 1024);
+    CHECK(b["back_pressure"]["lowest_frequency_divisor"] == 4);
+    CHECK(b["collector_realtime"] == 1);
+    s.total.dropped = s.total.cut = s.refused_samples = 0;
 
     // A write error: what was read but not written is known in bytes, not samples.
     s.error = "writing 'out.data' failed: No space left on device (ENOSPC)";
@@ -80,7 +107,7 @@ TEST_CASE("JSON summary (--json): python3 reads it and its counts are perf repor
     REQUIRE(r.status == 0);
     INFO(read_file(json.path));
     const PerfStats st = perf_report_stats(perf, out.path);
-    CHECK(py(json.path, "j['version']") == "1");
+    CHECK(py(json.path, "j['version']") == "2");
     CHECK(py(json.path, "j['samples']") == std::to_string(st.count("SAMPLE")));
     CHECK(py(json.path, "j['exit_code']") == "0");
     CHECK(py(json.path, "j['error']") == "None");

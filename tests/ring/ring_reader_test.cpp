@@ -786,3 +786,35 @@ TEST_CASE("RingReader: executable mappings and process exits reach the observer,
     CHECK(pages == std::vector<std::pair<uint32_t, uint64_t>>{{42, 0x401000}});
     CHECK(obs.exits == std::vector<uint32_t>{42});
 }
+
+TEST_CASE("RingReader: after a lower frequency, hrtimer samples say their new period from where it began", "[ring]") {
+    // { header; id; ip; pid/tid; time; cpu; period } as kDefaultSampleType lays a sample out.
+    auto sample_with_period = [](uint64_t id, uint64_t period) {
+        return make_record(PERF_RECORD_SAMPLE, {id, 0x401000, 7, 1000, 0, period});
+    };
+    FakeRing ring(4096, 4096 - 24);  // records wrap
+    IdMap ids;
+    ids.add(1, 0);  // cpu-clock: the kernel keeps reporting its first period
+    ids.add(2, 1);  // another event that reports its own
+    std::vector<EventCounters> events(2);
+    RingReader reader(ring.view(), &ids, events);
+    const uint64_t bases[2] = {100000, 0};
+    reader.set_period_bases(bases);
+    const Bytes before = sample_with_period(1, 100000), other = sample_with_period(2, 5);
+    REQUIRE(ring.write(before));
+    reader.change_period(ring.published(), 2);  // from here on every 400 us
+    REQUIRE(ring.write(sample_with_period(1, 100000)));
+    REQUIRE(ring.write(other));
+    Sink sink;
+    reader.drain(sink.pool);
+    reader.change_period(ring.published(), 0);  // back to the normal rate
+    REQUIRE(ring.write(sample_with_period(1, 100000)));
+    reader.drain(sink.pool);
+    sink.collect();
+    Bytes want = before;
+    const Bytes after = sample_with_period(1, 400000), normal = sample_with_period(1, 100000);
+    put(want, after.data(), after.size());
+    put(want, other.data(), other.size());
+    put(want, normal.data(), normal.size());
+    CHECK(stream_diff(sink.stream, want).empty());
+}

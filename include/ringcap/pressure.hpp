@@ -1,0 +1,86 @@
+// Graded back-pressure: what a collector does when what follows its rings (staging, the encoder,
+// the disk) is slower than the kernel fills them, instead of letting the kernel drop whole samples.
+//
+// One signal, headroom: the free fraction of the collector's staging (a buffer that waits for the
+// encoder or is being written is not free; with -z the lower of the input staging's and the encoded
+// buffers'), taken after every pass. A ladder of grades, mildest first:
+//   -z:      a faster zstd level (1, then -1, then -5: valid zstd that perf decodes)
+//   dwarf:   user stacks cut to 4096, then 2048, then 1024 bytes (simpleperf cuts to 1 KiB)
+//   then, only while headroom stays low for kSustained: the sampling frequency halved, up to 1/8
+//            (PERF_EVENT_IOC_PERIOD; every sample carries its period, so perf report stays unbiased)
+//   last:    samples dropped (counted), never MMAP/MMAP2/COMM/FORK/EXIT/LOST/THROTTLE records, from
+//            when headroom is almost gone (kDropBelow) whatever else is engaged, until there is room
+//            again (kDropUntil): the kernel would drop whole records of every kind instead, the
+//            process and mapping records among them
+// A grade is engaged when headroom falls below its level, and undone, one at a time and in reverse
+// order, once headroom has stayed above that level plus a margin for kRelease. Pure logic: the
+// collector applies what grade() says (readers, encoder, event periods) and counts it.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ringcap {
+
+struct PressureConfig {
+    int zstd_level = 0;       // -z's level (0: not compressed)
+    uint32_t stack_dump = 0;  // the largest user-stack dump of the events (0: no dwarf stacks)
+    bool cut = true;          // stacks may be cut (--no-cut-samples: no)
+    bool slow = true;         // the frequency may be lowered (events in frequency mode)
+};
+
+// What the collector does at one grade.
+struct Grade {
+    int zstd_level = 0;       // the level to compress at now (0: not compressed)
+    uint32_t cut_bytes = 0;   // user stacks cut to this (0: not cut)
+    unsigned rate_shift = 0;  // the sampling frequency divided by 2^rate_shift
+    bool drop = false;        // samples dropped
+    bool operator==(const Grade&) const = default;
+};
+
+class PressureGrader {
+public:
+    using Clock = std::chrono::steady_clock;
+    static constexpr auto kSustained = std::chrono::milliseconds(500);  // before a lower frequency
+    static constexpr auto kRelease = std::chrono::seconds(1);           // above the level before undoing it
+    static constexpr double kMargin = 0.25;                             // of headroom, above the level
+    static constexpr double kDropBelow = 0.05;  // headroom at which samples go, and until which they do
+    static constexpr double kDropUntil = 0.25;
+
+    explicit PressureGrader(const PressureConfig& cfg);
+
+    // Headroom now (0: staging full .. 1: all free). True when the grade changed.
+    bool update(double headroom, Clock::time_point now);
+
+    Grade grade() const {
+        Grade g = ladder_[level_];
+        g.drop = dropping_;
+        return g;
+    }
+    bool dropping() const { return dropping_; }
+    size_t level() const { return level_; }
+    size_t levels() const { return ladder_.size(); }
+    // The headroom below which grade `level` engages (level 0 is never engaged: it is the normal one).
+    double threshold(size_t level) const { return thresholds_[level]; }
+    // "zstd -1", "stacks cut to 2048 bytes", "frequency / 4": for -v and the summary.
+    std::string describe(size_t level) const;
+    // Times each grade was engaged, and dropping.
+    const std::vector<uint64_t>& engaged() const { return engaged_; }
+    uint64_t drops_engaged() const { return drops_engaged_; }
+    // The highest grade reached.
+    size_t worst() const { return worst_; }
+
+private:
+    std::vector<Grade> ladder_;
+    std::vector<double> thresholds_;
+    std::vector<uint64_t> engaged_;
+    size_t level_ = 0, worst_ = 0;
+    Clock::time_point below_since_{}, above_since_{};
+    bool below_ = false, above_ = false, dropping_ = false;
+    uint64_t drops_engaged_ = 0;
+};
+
+}  // namespace ringcap

@@ -1,0 +1,102 @@
+#include "ringcap/pressure.hpp"
+
+#include <algorithm>
+
+namespace ringcap {
+
+namespace {
+// Headroom below which the first grade engages, and the last one.
+constexpr double kFirstBelow = 0.5, kLastBelow = 0.1;
+}  // namespace
+
+PressureGrader::PressureGrader(const PressureConfig& cfg) {
+    Grade g;
+    g.zstd_level = cfg.zstd_level;
+    ladder_.push_back(g);
+    if (cfg.zstd_level >= 1) {
+        // Faster levels first: each is cheaper per byte than cutting what there is to compress.
+        for (int level : {1, -1, -5})
+            if (level < g.zstd_level) {
+                g.zstd_level = level;
+                ladder_.push_back(g);
+            }
+    }
+    if (cfg.cut && cfg.stack_dump > 0) {
+        for (uint32_t bytes : {4096u, 2048u, 1024u})
+            if (bytes < cfg.stack_dump) {
+                g.cut_bytes = bytes;
+                ladder_.push_back(g);
+            }
+    }
+    if (cfg.slow) {
+        for (unsigned shift = 1; shift <= 3; ++shift) {
+            g.rate_shift = shift;
+            ladder_.push_back(g);
+        }
+    }
+    // Spread between kFirstBelow and kLastBelow: each grade engages a little lower than the one before.
+    thresholds_.assign(ladder_.size(), 0.0);
+    const size_t n = ladder_.size() - 1;
+    for (size_t k = 1; k <= n; ++k)
+        thresholds_[k] = n == 1 ? kFirstBelow : kFirstBelow - double(k - 1) * (kFirstBelow - kLastBelow) / double(n - 1);
+    engaged_.assign(ladder_.size(), 0);
+}
+
+bool PressureGrader::update(double headroom, Clock::time_point now) {
+    bool changed = false;
+    // Up one grade when headroom is below the next one's level; a lower frequency only once it has
+    // stayed there for kSustained (a burst passes without changing what the samples mean).
+    if (level_ + 1 < ladder_.size() && headroom < thresholds_[level_ + 1]) {
+        const bool slower = ladder_[level_ + 1].rate_shift > ladder_[level_].rate_shift;
+        if (!slower || (below_ && now - below_since_ >= kSustained)) {
+            ++level_;
+            ++engaged_[level_];
+            worst_ = std::max(worst_, level_);
+            changed = true;
+            below_ = false;
+        } else if (!below_) {
+            below_ = true;
+            below_since_ = now;
+        }
+    } else {
+        below_ = false;
+    }
+    // Down one grade once headroom has stayed well above this one's level for kRelease.
+    if (!changed && level_ > 0 && headroom > std::min(0.95, thresholds_[level_] + kMargin)) {
+        if (!above_) {
+            above_ = true;
+            above_since_ = now;
+        } else if (now - above_since_ >= kRelease) {
+            --level_;
+            changed = true;
+            above_since_ = now;  // the next one waits as long again
+        }
+    } else if (!changed) {
+        above_ = false;
+    }
+    // Dropping: at once when headroom is almost gone, and stopped as soon as there is room again
+    // (not after kRelease: a second of dropping everything would be a hole in the profile). So it
+    // leaves out about what the output cannot take, in bursts between the two levels.
+    if (!dropping_ && headroom < kDropBelow) {
+        dropping_ = true;
+        ++drops_engaged_;
+        changed = true;
+    } else if (dropping_ && headroom > kDropUntil) {
+        dropping_ = false;
+        changed = true;
+    }
+    return changed;
+}
+
+std::string PressureGrader::describe(size_t level) const {
+    const Grade& g = ladder_[level];
+    const Grade& base = ladder_[0];
+    std::string s;
+    auto add = [&](const std::string& part) { s += (s.empty() ? "" : ", ") + part; };
+    if (g.zstd_level != base.zstd_level) add("zstd " + std::to_string(g.zstd_level));
+    if (g.cut_bytes) add("stacks cut to " + std::to_string(g.cut_bytes) + " bytes");
+    if (g.rate_shift) add("frequency / " + std::to_string(1u << g.rate_shift));
+    return s.empty() ? "normal" : s;
+}
+
+}  // namespace ringcap
