@@ -46,9 +46,9 @@ public:
     using Clock = std::chrono::steady_clock;
     static constexpr auto kSustained = std::chrono::milliseconds(500);  // before a lower frequency
     static constexpr auto kRelease = std::chrono::seconds(1);           // above the level before undoing it
-    static constexpr double kMargin = 0.25;                             // of headroom, above the level
-    static constexpr double kDropBelow = 0.05;  // headroom at which samples go, and until which they do
-    static constexpr double kDropUntil = 0.25;
+    static constexpr double kMargin = 0.2;                              // of headroom, above the level
+    static constexpr double kDropBelow = 0.03;  // headroom at which samples go, and until which they do
+    static constexpr double kDropUntil = 0.15;
 
     explicit PressureGrader(const PressureConfig& cfg);
 

@@ -6,7 +6,7 @@ namespace ringcap {
 
 namespace {
 // Headroom below which the first grade engages, and the last one.
-constexpr double kFirstBelow = 0.5, kLastBelow = 0.1;
+constexpr double kFirstBelow = 0.25, kLastBelow = 0.08;
 }  // namespace
 
 PressureGrader::PressureGrader(const PressureConfig& cfg) {

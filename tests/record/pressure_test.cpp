@@ -13,6 +13,9 @@ PressureConfig dwarf_z() {
     c.stack_dump = 8192;
     return c;
 }
+// Headroom just below grade k's level, and just above grade k's release.
+double below(const PressureGrader& g, size_t k) { return g.threshold(k) - 0.005; }
+double above_release(const PressureGrader& g, size_t k) { return g.threshold(k) + PressureGrader::kMargin + 0.01; }
 }  // namespace
 
 TEST_CASE("pressure: the ladder, mildest first: a faster zstd level, shorter stacks, a lower frequency", "[pressure]") {
@@ -25,8 +28,9 @@ TEST_CASE("pressure: the ladder, mildest first: a faster zstd level, shorter sta
     CHECK(g.describe(5) == "zstd -5, stacks cut to 1024 bytes");
     CHECK(g.describe(8) == "zstd -5, stacks cut to 1024 bytes, frequency / 8");
     for (size_t k = 2; k < g.levels(); ++k) CHECK(g.threshold(k) < g.threshold(k - 1));
-    CHECK(g.threshold(1) == Approx(0.5));
-    CHECK(g.threshold(8) == Approx(0.1));
+    // Only when staging is mostly taken: a disk that keeps up uses a good part of it for writes in flight.
+    CHECK(g.threshold(1) <= 0.25);
+    CHECK(g.threshold(8) > PressureGrader::kDropBelow);
 
     PressureConfig plain;  // no -z, no dwarf: only the frequency
     PressureGrader p(plain);
@@ -47,40 +51,41 @@ TEST_CASE("pressure: grades engage as headroom falls, a lower frequency only whe
     auto t = PressureGrader::Clock::time_point{} + 100s;
     CHECK_FALSE(g.update(0.9, t));
     CHECK(g.level() == 0);
-    CHECK(g.update(0.45, t));  // below 0.5: the first grade at once
+    CHECK(g.update(below(g, 1), t));  // the first grade at once
     CHECK(g.level() == 1);
     CHECK(g.grade().zstd_level == -1);
-    // Down to 0.15: one grade per update, through the cuts, up to the first frequency step.
-    for (int i = 0; i < 10; ++i) g.update(0.15, t += 1ms);
+    // Lower: one grade per update, through the cuts, up to the first frequency step.
+    for (int i = 0; i < 10; ++i) g.update(below(g, 6), t += 1ms);
     CHECK(g.level() == 5);
     CHECK(g.grade().cut_bytes == 1024);
     CHECK(g.grade().rate_shift == 0);
-    g.update(0.12, t += 100ms);
+    g.update(below(g, 6), t += 100ms);
     CHECK(g.level() == 5);  // not yet: a burst does not change the sampling
-    g.update(0.12, t += 450ms);
+    g.update(below(g, 6), t += 450ms);
     CHECK(g.level() == 6);
     CHECK(g.grade().rate_shift == 1);
-    g.update(0.5, t += 10ms);  // relief resets the wait
-    g.update(0.05, t += 10ms);
-    g.update(0.06, t += 400ms);
+    g.update(0.9, t += 10ms);  // relief resets the wait
+    g.update(below(g, 7), t += 10ms);
+    g.update(below(g, 7), t += 400ms);
     CHECK(g.level() == 6);
     CHECK_FALSE(g.grade().drop);
     CHECK(g.worst() == 6);
     CHECK(g.engaged()[1] == 1);
 }
 
-TEST_CASE("pressure: dropping stops as soon as there is room, grades are undone one at a time once headroom stays high", "[pressure]") {
+TEST_CASE("pressure: dropping stops as soon as there is room, grades are undone one at a time once headroom stays high",
+          "[pressure]") {
     PressureGrader g(dwarf_z());
     auto t = PressureGrader::Clock::time_point{} + 100s;
-    for (int i = 0; i < 5; ++i) g.update(0.3, t += 1ms);
-    REQUIRE(g.level() == 4);  // cut to 2048: 0.3 is below level 4's 0.33, not level 5's 0.27
+    for (int i = 0; i < 5; ++i) g.update(below(g, 4), t += 1ms);
+    REQUIRE(g.level() == 4);
     CHECK(g.grade().cut_bytes == 2048);
     CHECK(g.update(0.01, t += 1ms));  // almost no room: samples go, whatever else is engaged
     CHECK(g.grade().drop);
     CHECK(g.level() == 5);  // and the next grade, as for any fall
     CHECK(g.drops_engaged() == 1);
-    g.update(0.2, t += 1ms);
-    CHECK(g.grade().drop);  // until a quarter is free
+    g.update(PressureGrader::kDropUntil - 0.01, t += 1ms);
+    CHECK(g.grade().drop);  // until there is room again
     // Room again: the drops stop at once, the grades are undone after a second.
     g.update(0.9, t += 1ms);
     CHECK_FALSE(g.grade().drop);
@@ -97,10 +102,10 @@ TEST_CASE("pressure: dropping stops as soon as there is room, grades are undone 
     CHECK(g.level() == 0);
     CHECK(g.grade() == Grade{1, 0, 0, false});
     // A dip in between restarts the wait.
-    g.update(0.45, t += 1ms);
+    g.update(below(g, 1), t += 1ms);
     REQUIRE(g.level() == 1);
     g.update(0.9, t += 800ms);
-    g.update(0.6, t += 100ms);  // not above 0.5 + 0.25
+    g.update(above_release(g, 1) - 0.02, t += 100ms);  // not above the level plus the margin
     g.update(0.9, t += 300ms);
     CHECK(g.level() == 1);
 }
