@@ -9,6 +9,9 @@
  *       negligible). Exits with COMMAND's exit code (128+signal if it was killed).
  *   benchtool spin SECONDS
  *       burn one CPU until killed, or for at most SECONDS (a safety net against strays).
+ *   benchtool work ITERATIONS
+ *       a fixed amount of CPU work (a loop through a small call chain, as a profiled program has);
+ *       prints the seconds it took (the workload's own slowdown under a collector).
  *   benchtool pingpong SECONDS
  *       two processes bounce one byte over a pair of pipes (a context-switch storm) until
  *       killed or for at most SECONDS; prints the number of round trips to stdout at the end.
@@ -87,6 +90,22 @@ static int cmd_spin(int argc, char** argv) {
     return 0;
 }
 
+__attribute__((noinline)) static unsigned long work_leaf(unsigned long n) {
+    volatile unsigned long acc = 0;
+    for (unsigned long i = 0; i < n; ++i) acc = acc * 31 + i;
+    return acc;
+}
+__attribute__((noinline)) static unsigned long work_mid(unsigned long n) { return work_leaf(n) + 1; }
+
+static int cmd_work(int argc, char** argv) {
+    unsigned long iterations = argc > 2 ? strtoul(argv[2], NULL, 10) : 1000;
+    double t0 = now_s();
+    unsigned long sum = 0;
+    for (unsigned long i = 0; i < iterations; ++i) sum += work_mid(100000);
+    printf("%.6f\n", now_s() - t0);
+    return (int)(sum & 0);
+}
+
 static int cmd_pingpong(int argc, char** argv) {
     unsigned secs = argc > 2 ? (unsigned)atoi(argv[2]) : 600;
     int ab[2], ba[2];
@@ -127,6 +146,7 @@ int main(int argc, char** argv) {
     if (argc >= 2 && strcmp(argv[1], "run") == 0) return cmd_run(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "spin") == 0) return cmd_spin(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "pingpong") == 0) return cmd_pingpong(argc, argv);
-    fprintf(stderr, "usage: benchtool run RESULT -- CMD... | spin SECONDS | pingpong SECONDS\n");
+    if (argc >= 2 && strcmp(argv[1], "work") == 0) return cmd_work(argc, argv);
+    fprintf(stderr, "usage: benchtool run RESULT -- CMD... | spin SECONDS | pingpong SECONDS | work ITERATIONS\n");
     return 2;
 }

@@ -10,7 +10,12 @@
 #    with each tool's default ring size, 8 the synthetic many-ring benchmark, ringcap only,
 #    9 = 7 with ringcap --threads 2, 10 the synthetic benchmark at max rate with 1, 2 and 4
 #    collector threads, 11 and 12 = 6 and 7 with -z for both tools (zstd level 1), 13 the
-#    synthetic benchmark with -z: what one collector compresses, and the ratio)
+#    synthetic benchmark with -z: what one collector compresses, and the ratio, 14 = 7 with the
+#    output disk throttled to THROTTLE_MBPS (200) MB/s for both tools (cgroup io.max or blkio),
+#    15 the workload's own slowdown: fixed CPU work on every CPU, timed alone, under perf record
+#    and under ringcap record, -F 10000 --call-graph dwarf, with and without -z)
+# Busy workloads print, per ringcap run: kernel-lost, dropped and cut samples (back-pressure), CPU
+# and bytes per captured sample.
 #
 # For each workload the two collectors run ALTERNATELY (perf,ringcap / ringcap,perf / ...), with
 # the same events, frequency, ring size (-m; workloads 6-7: each tool's default) and duration, both
@@ -70,6 +75,8 @@ PERF_EXTRA=""
 # collector and encoder threads run at nice -5 by default (--collector-nice).
 PERF_NICE=""
 RINGCAP_FLAGS=""  # --ringcap-flags: extra flags for every ringcap record
+THROTTLE_MBPS=${THROTTLE_MBPS:-200}  # workload 14's write limit
+WORK_ITERATIONS=${WORK_ITERATIONS:-40000}  # workload 15: about 3.5 s of CPU work per CPU here
 # ------------------------------------------------------------------------------------------------
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -77,7 +84,7 @@ ROOT=$(dirname "$HERE")
 PERF=${PERF:-perf}
 RAW=0
 KEEP=""
-ONLY="1,2,3,4,5,6,7,8,9,10,11,12,13"
+ONLY="1,2,3,4,5,6,7,8,9,10,11,12,13,14,15"
 QUICK=0
 
 usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -228,6 +235,8 @@ run_one() {
     else
         cmd=("$RINGCAP" record -o "$out" "${RING_FLAG[@]}" "${RINGCAP_EXTRA[@]}" $RINGCAP_FLAGS "$@" -- sleep "$DURATION")
     fi
+    # Workload 14: the collector (and only it) under the write limit.
+    [ -n "$THROTTLE_CG" ] && cmd=(sh -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' sh "$THROTTLE_CG" "${cmd[@]}")
     echo "${cmd[*]}" >"$log"
     local status=0
     # Start on a quiet disk: perf leaves its file (over 1 GB at 40 kHz dwarf) in the page cache, and
@@ -256,14 +265,21 @@ run_one() {
             END { printf "%d %d\n", samples, lost }' <<<"$stats")
         lostrec=$("$PERF" script --show-lost-events -F cpu -i "$out" 2>/dev/null \
             | awk '/PERF_RECORD_LOST lost/ { s += $NF } END { printf "%d\n", s }') || true
+        # The workload's profile (the busy loops', not the collectors' own), for comparing a
+        # throttled capture with an unthrottled one (workload 14).
+        "$PERF" report --stdio --no-children --comm benchtool --percentage relative --sort sym -i "$out" 2>/dev/null \
+            | awk '/^ *[0-9.]+%/ { print $1, $NF }' | head -10 >"$WORK/$wl-$tool-$run.top" || true
         if [ "$tool" = ringcap ]; then
             # Cross-check ringcap's own summary against perf's reading.
             local line rs rl
             line=$(grep -E '^ringcap: samples=' "$log" | tail -1 || true)
             if [ -n "$line" ]; then
                 rs=$(sed -E 's/.* samples=([0-9]+).*/\1/' <<<"$line")
-                # The sampled events' kernel-lost, as perf's count (the tracking event's are apart).
-                rl=$(awk '/^  event .*: samples [0-9]+, kernel-lost [0-9]+$/ { s += $NF } END { printf "%d\n", s }' "$log")
+                # The sampled events' kernel-lost and dropped (back-pressure: LOST_SAMPLES too), as
+                # perf's count (the tracking event's are apart).
+                rl=$(awk '/^  event .*: samples [0-9]+, kernel-lost [0-9]+/ {
+                        for (i = 1; i <= NF; i++) if ($i == "kernel-lost" || $i == "dropped") { v = $(i + 1); sub(",", "", v); s += v }
+                    } END { printf "%d\n", s }' "$log")
                 if [ "$rs" = "$samples" ]; then self="ok"; else self="samples:self=$rs,perf=$samples"; fi
                 if [ "$rl" != "$lost" ] && [ "$rl" != "$lostrec" ]; then
                     [ "$self" = ok ] && self=""
@@ -432,6 +448,56 @@ zstd_share() {  # zstd_share WL: ringcap's compression CPU alone per sample, aga
         }' "$RESULTS"
 }
 
+pressure_lines() {  # pressure_lines WL: per ringcap run, what back-pressure did and what a sample cost
+    local log run line
+    for log in "$WORK/$1"-ringcap-*.log; do
+        [ -f "$log" ] || continue
+        run=${log##*-}; run=${run%.log}
+        line=$(grep -E '^ringcap: samples=' "$log" | tail -1 || true)
+        [ -n "$line" ] || continue
+        awk -F'\t' -v wl="$1" -v run="$run" -v line="$line" -v bp="$(grep -m1 '^ringcap: back-pressure (' "$log" | sed 's/ A faster disk.*//' | cut -c1-240)" '
+            function val(k,   m) { return match(line, " " k "=[0-9]+") ? substr(line, RSTART + length(k) + 2, RLENGTH - length(k) - 2) + 0 : 0 }
+            $1 == wl && $2 == "ringcap" && $3 == run {
+                s = val("samples"); l = val("lost"); d = val("dropped"); c = val("cut")
+                printf "  ringcap run %s: lost %d (%.2f %%), dropped %d, cut %d (%.1f %% of samples); %.2f us CPU and %.0f bytes per captured sample\n",
+                    run, l, 100 * l / (s + l + d + (s + l + d == 0)), d, c, 100 * c / (s + (s == 0)), 1e6 * $8 / (s + (s == 0)), $10 / (s + (s == 0))
+                if (bp != "") printf "      %s\n", bp
+            }' "$RESULTS"
+    done
+}
+
+# The largest difference, in points, between the self % of the top 10 symbols of two runs' files.
+top10_diff() {  # top10_diff FILE_A FILE_B
+    [ -s "$1" ] && [ -s "$2" ] || return 0
+    awk 'NR == FNR { a[$2] = $1 + 0; next } { b[$2] = $1 + 0 }
+         END { for (k in a) { d = a[k] - b[k]; if (d < 0) d = -d; if (d > m) { m = d; w = k } }
+               printf "%.2f points (%s)\n", m, w }' <(sed 's/%//' "$1") <(sed 's/%//' "$2")
+}
+
+# A cgroup whose processes write at most MBPS MB/s to the disk under $WORK (v2 io.max or v1 blkio,
+# as /proc/self/mountinfo shows the machine's layout). Sets THROTTLE_CG, or prints why not.
+THROTTLE_CG=""
+throttle_on() {
+    local d maj min dev v1="" v2="" name="ringcap-bench-$$"
+    d=$((16#$(stat -c %D "$WORK")))
+    maj=$(( (d >> 8) & 0xfff )); min=$(( (d & 0xff) | ((d >> 12) & 0xfff00) ))
+    dev="$maj:$min"
+    [ -e "/sys/dev/block/$dev/partition" ] && dev=$(cat "/sys/dev/block/$dev/../dev")
+    [ -e "/sys/dev/block/$dev" ] || { echo "  workload 14 skipped: $WORK is not on a block device"; return 1; }
+    while read -r _ _ _ _ mnt _ rest; do
+        case " $rest " in *" - cgroup2 "*) v2=$mnt ;; *" - cgroup "*blkio*) v1=$mnt ;; esac
+    done </proc/self/mountinfo
+    if [ -n "$v2" ] && grep -qw io "$v2/cgroup.controllers" 2>/dev/null && echo +io >"$v2/cgroup.subtree_control" 2>/dev/null \
+            && mkdir -p "$v2/$name" && echo "$dev wbps=$((THROTTLE_MBPS * 1000000))" >"$v2/$name/io.max"; then
+        THROTTLE_CG="$v2/$name"
+    elif [ -n "$v1" ] && mkdir -p "$v1/$name" && echo "$dev $((THROTTLE_MBPS * 1000000))" >"$v1/$name/blkio.throttle.write_bps_device"; then
+        THROTTLE_CG="$v1/$name"
+    else
+        echo "  workload 14 skipped: no cgroup io controller to throttle $dev (needs root)"; return 1
+    fi
+}
+throttle_off() { [ -n "$THROTTLE_CG" ] && rmdir "$THROTTLE_CG" 2>/dev/null; THROTTLE_CG=""; }
+
 flush_notes() {
     if [ -s "$NOTES" ]; then cat "$NOTES"; : >"$NOTES"; fi
 }
@@ -445,7 +511,7 @@ echo "ringcap source: $RINGCAP_SOURCE"
 echo "kernel.perf_event_max_sample_rate=$(max_rate), perf_event_paranoid=$(cat /proc/sys/kernel/perf_event_paranoid), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "output files in $WORK ($fs_type); each collector runs as: TOOL record -a -m $MMAP EVENTS -o FILE -- sleep $DURATION (perf with -q)"
 [ -n "$PERF_EXTRA" ] && echo "perf extra flags: $PERF_EXTRA"
-echo "priority: ringcap's collectors at nice -5 unless its flags say otherwise (--collector-nice); perf record at nice ${PERF_NICE:-0}"
+echo "priority: ringcap's collectors at SCHED_FIFO 1 and its encoders at nice -5 unless its flags say otherwise (--no-realtime, --collector-nice); perf record at nice ${PERF_NICE:-0}"
 [ -n "$RINGCAP_FLAGS" ] && echo "ringcap extra flags: $RINGCAP_FLAGS"
 echo "counting: perf report --stats (SAMPLE, per-event LOST_SAMPLES) and perf script --show-lost-events (LOST records)"
 echo "callchains in workloads 1-2: ${CALLGRAPH:-none}; workload 5 ($SCHED_EVENT): $([ "$RINGCAP_TRACEPOINTS" = 1 ] && echo "both tools" || echo "perf only")"
@@ -460,7 +526,7 @@ BOTH_EXTRA=()           # workloads 11-12: -z, added to both tools' flags
 # same ring size for both tools (-m $MMAP, workloads 1-2) or each tool's default (workloads 6-7, 9),
 # and extra flags for ringcap only (workload 9: --threads 2).
 busy_workload() {
-    local hz=$1 rings=$2 wl="busy$(( $1 / 1000 ))k" ring_text="-m $MMAP"
+    local hz=$1 rings=$2 wl="busy$(( $1 / 1000 ))k${WL_SUFFIX:-}" ring_text="-m $MMAP"
     shift 2
     local -a args=(-a -e cpu-clock -F "$hz" $CALLGRAPH)
     if [ ${#BOTH_EXTRA[@]} -gt 0 ]; then wl="$wl$(echo "${BOTH_EXTRA[@]}" | tr -d ' =-')"; args+=("${BOTH_EXTRA[@]}"); fi
@@ -477,6 +543,8 @@ busy_workload() {
     RING_FLAG=(-m "$MMAP"); RINGCAP_EXTRA=()
     print_table "$wl" "busy $((hz / 1000)) kHz$([ "$rings" = default ] && echo ", default rings") (${args[*]}, ${DURATION} s, $ring_text, 2 busy loops)"
     [ -n "$CALLGRAPH_NOTE" ] && echo "  note: $CALLGRAPH_NOTE"
+    pressure_lines "$wl"
+    LAST_BUSY_WL=$wl
     # With -z: bytes per sample and CPU per captured sample of each tool, and ringcap's compression.
     if [ ${#BOTH_EXTRA[@]} -gt 0 ]; then
         per_sample "$wl"
@@ -531,6 +599,60 @@ want 7 && busy_workload 40000 default
 want 9 && busy_workload 40000 default --threads 2
 if want 11; then BOTH_EXTRA=(-z); busy_workload 10000 default; BOTH_EXTRA=(); fi
 if want 12; then BOTH_EXTRA=(-z); busy_workload 40000 default; BOTH_EXTRA=(); fi
+
+if want 14; then
+    echo
+    unthrottled=""
+    want 7 && unthrottled="$WORK/busy40k-default-ringcap-1.top"
+    if throttle_on; then
+        echo "workload 14: the output disk throttled to $THROTTLE_MBPS MB/s for each collector ($THROTTLE_CG)"
+        WL_SUFFIX=-throttled busy_workload 40000 default
+        throttle_off
+        if [ -n "$unthrottled" ]; then
+            echo "  the busy loops' top 10 symbols (self %), throttled ringcap run 1 against unthrottled (workload 7) run 1: largest difference $(top10_diff "$unthrottled" "$WORK/$LAST_BUSY_WL-ringcap-1.top")"
+        fi
+    fi
+fi
+
+if want 15; then
+    # The workload's own cost: fixed work on each CPU, timed by itself, alone and under each
+    # collector (-a -F 10000 --call-graph dwarf, each tool's default rings), alternating.
+    echo
+    echo "workload 15: the workload's own slowdown (benchtool work $WORK_ITERATIONS on each of $(nproc) CPUs; its slowest copy's seconds)"
+    work_cmd="for i in \$(seq $(nproc)); do $BT work $WORK_ITERATIONS & done; wait"
+    for z in "" "-z"; do
+        : >"$WORK/slow.tsv"
+        for r in $(seq 1 "$RUNS"); do
+            for who in none perf ringcap; do
+                out="$WORK/slow.data"
+                case $who in
+                    none) cmd=(sh -c "$work_cmd") ;;
+                    perf) cmd=("$PERF" record -q -a -F 10000 --call-graph dwarf $z -o "$out" -- sh -c "$work_cmd") ;;
+                    ringcap) cmd=("$RINGCAP" record -q -a -F 10000 --call-graph dwarf $z $RINGCAP_FLAGS -o "$out" -- sh -c "$work_cmd") ;;
+                esac
+                sync
+                t=$("${cmd[@]}" 2>/dev/null | sort -g | tail -1)
+                rm -f "$out" "$out.old"
+                printf '%s\t%s\t%s\n' "$who" "$r" "$t" >>"$WORK/slow.tsv"
+            done
+        done
+        awk -F'\t' -v z="${z:-uncompressed}" '
+            function median(a, n,   i, j, t) {
+                for (i = 2; i <= n; i++) { t = a[i]; j = i - 1; while (j >= 1 && a[j] > t) { a[j+1] = a[j]; j-- } a[j+1] = t }
+                return (n % 2) ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
+            }
+            { t[$1, $2] = $3; if ($2 > runs) runs = $2 }
+            END {
+                for (r = 1; r <= runs; r++) {
+                    p[r] = t["perf", r] / t["none", r] - 1; g[r] = t["ringcap", r] / t["none", r] - 1
+                    line = line sprintf(" %.0f/%.0f", 100 * p[r], 100 * g[r])
+                }
+                mp = median(p, runs); mg = median(g, runs)
+                printf "  %s: slowdown perf/ringcap per run (%%):%s; median perf +%.1f %%, ringcap +%.1f %% (ratio %.2f)\n",
+                    z, line, 100 * mp, 100 * mg, (mp > 0 ? mg / mp : 0)
+            }' "$WORK/slow.tsv"
+    done
+fi
 
 if want 8; then
     echo
