@@ -112,10 +112,10 @@ TEST_CASE("at the maximum rate the file stays in stream order (tick flushes betw
 
 namespace {
 
-// The nice value (field 19) of each task in /proc/PID/task/TID/stat lines, io_uring's own workers
-// (iou-wrk-*, which take their submitter's nice) left out.
-std::vector<int> thread_nices(const std::string& stat_lines) {
-    std::vector<int> nices;
+// Field `n` of each task's /proc/PID/task/TID/stat line, io_uring's own workers (iou-wrk-*, which
+// take their submitter's priority) left out.
+std::vector<int> task_field(const std::string& stat_lines, int n) {
+    std::vector<int> out;
     std::istringstream in(stat_lines);
     for (std::string line; std::getline(in, line);) {
         const size_t open = line.find('('), paren = line.rfind(')');  // the name may hold spaces
@@ -123,27 +123,14 @@ std::vector<int> thread_nices(const std::string& stat_lines) {
         if (line.compare(open + 1, 4, "iou-") == 0) continue;
         std::istringstream f(line.substr(paren + 2));
         std::string field;
-        for (int i = 3; i <= 19 && f >> field; ++i)
-            if (i == 19) nices.push_back(std::stoi(field));
-    }
-    return nices;
-}
-
-// The same tasks' SCHED_FIFO/RR priorities (field 40, rt_priority; 0 for normal tasks).
-std::vector<int> thread_rt_priorities(const std::string& stats) {
-    std::vector<int> out;
-    std::istringstream in(stats);
-    for (std::string line; std::getline(in, line);) {
-        const size_t open = line.find('('), paren = line.rfind(')');
-        if (open == std::string::npos || paren == std::string::npos) continue;
-        if (line.compare(open + 1, 4, "iou-") == 0) continue;
-        std::istringstream f(line.substr(paren + 2));
-        std::string field;
-        for (int i = 3; i <= 40 && f >> field; ++i)
-            if (i == 40) out.push_back(std::stoi(field));
+        for (int i = 3; i <= n && f >> field; ++i)
+            if (i == n) out.push_back(std::stoi(field));
     }
     return out;
 }
+// The nice value (field 19), and the SCHED_FIFO/RR priority (field 40, rt_priority; 0 for normal tasks).
+std::vector<int> thread_nices(const std::string& stat_lines) { return task_field(stat_lines, 19); }
+std::vector<int> thread_rt_priorities(const std::string& stat_lines) { return task_field(stat_lines, 40); }
 
 }  // namespace
 
