@@ -35,7 +35,7 @@ struct CollectorConfig {
     bool realtime_required = false;  // -r given: a refusal is an error; the default is best effort
     int nice = 0;                    // --collector-nice, unless -r: the thread's (and its encoder's) nice (0 = as is)
     bool nice_required = false;      // a refused nice is an error (given), else noted (the default)
-    double tick_seconds = 0.5;       // idle flush; bounds what a crash loses to about this much
+    double tick_seconds = 1.0;       // idle flush; bounds what a crash loses to about this much
     int compression_level = 0;       // -z: zstd level of the encoder stage (0 = off: no encoder, no copy)
     // Per event index, the user-stack dump size its samples end with (RingReader::set_stacks: each
     // is trimmed to dyn_size), or 0.

@@ -41,6 +41,11 @@ public:
     // with O_DIRECT where the file has it (inline, and it never takes the inode lock exclusively as a
     // buffered write does). At most every 250 ms.
     void refresh_header(uint64_t durable);
+    std::optional<std::chrono::steady_clock::time_point> refresh_due(uint64_t durable) const {
+        if (durable == published_size_) return {};
+        return published_at_ + kHeaderRefresh;
+    }
+    static constexpr auto kHeaderRefresh = std::chrono::milliseconds(250);
     // The feature bits of the headers publish() and refresh_header() write (kAnchorFeatures with -z:
     // then every data size they are given must end at a compression anchor).
     void set_crash_features(const uint64_t (&features)[4]) { std::memcpy(crash_features_, features, sizeof features); }

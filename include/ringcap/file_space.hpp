@@ -25,17 +25,36 @@ public:
     FileSpace(uint64_t data_offset, bool preallocate);
 
     // File offset for `len` bytes of data (one buffer).
-    uint64_t reserve(uint64_t len) { return next_.fetch_add(len); }
+    uint64_t reserve(uint64_t len) {
+        const uint64_t offset = next_.fetch_add(len);
+        tell_growth();
+        return offset;
+    }
     // The same for a collector's buffer under --max-size: false (nothing reserved) when the data
     // would pass the hard limit. Crossing the soft limit calls the callback once (the session then
     // stops the record, so that what is still in the rings and staging fits below the hard one).
     bool reserve_within(uint64_t len, uint64_t* offset) {
         if (hard_limit_.load(std::memory_order_relaxed) == UINT64_MAX) {
             *offset = next_.fetch_add(len);
+            tell_growth();
             return true;
         }
-        return reserve_limited(len, offset);
+        const bool ok = reserve_limited(len, offset);
+        tell_growth();
+        return ok;
     }
+    // The session's main thread sleeps until the data grows: this arms a one-shot notice (the next
+    // reservation writes 1 to the eventfd `fd`), unless the data already grew past `seen`: then
+    // nothing is armed and it returns false. A reservation costs one more load for it.
+    bool notify_growth(int fd, uint64_t seen) {
+        // Both sides store, then load the other's variable (seq_cst): either the reservation sees
+        // the notice armed, or this sees the reservation's end. Never neither.
+        growth_fd_.store(fd, std::memory_order_seq_cst);
+        if (next_.load(std::memory_order_seq_cst) == seen) return true;
+        growth_fd_.store(-1, std::memory_order_relaxed);
+        return false;
+    }
+    void cancel_growth_notice() { growth_fd_.store(-1, std::memory_order_relaxed); }
     // --max-size: data ends at most at `hard` (a file offset); `soft` <= `hard`. The callback is
     // set before the writers start; the limits may be lowered later.
     void on_soft_limit(std::function<void()> f) { on_soft_ = std::move(f); }
@@ -75,6 +94,11 @@ public:
 
 private:
     bool reserve_limited(uint64_t len, uint64_t* offset);
+    void tell_growth() {
+        if (growth_fd_.load(std::memory_order_seq_cst) < 0) return;
+        if (const int fd = growth_fd_.exchange(-1); fd >= 0) write_notice(fd);
+    }
+    static void write_notice(int fd);
 
     const uint64_t base_;  // where the first chunk starts
     std::atomic<uint64_t> next_;
@@ -85,6 +109,7 @@ private:
     std::function<void()> on_allocated_;
     std::atomic<uint64_t> soft_limit_{UINT64_MAX}, hard_limit_{UINT64_MAX};
     std::atomic<bool> soft_fired_{false};
+    std::atomic<int> growth_fd_{-1};
     std::function<void()> on_soft_;
 };
 

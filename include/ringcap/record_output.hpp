@@ -3,8 +3,10 @@
 // they fill at offsets reserved in a FileSpace; what is around the data differs.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,9 @@ public:
     // Every byte of data below `durable` (a record boundary) is written: a file names it in its
     // header, a pipe may send it.
     virtual void refresh_header(uint64_t durable) = 0;
+    // When refresh_header(durable) will next write, if the header does not cover `durable` yet (the
+    // session wakes for it); none when it does, or when there is no header to refresh.
+    virtual std::optional<std::chrono::steady_clock::time_point> refresh_due(uint64_t /*durable*/) const { return {}; }
     virtual void set_crash_features(const uint64_t (&features)[4]) = 0;
     // The session's own blocks at reserved offsets. Returns 0 or the errno.
     virtual int write_block(uint64_t offset, const void* p, size_t len) = 0;

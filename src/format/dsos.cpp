@@ -5,7 +5,7 @@
 namespace ringcap {
 
 namespace {
-// Hand-overs a page waits for its mapping (another collector's tick, 0.5 s each) before it is given up.
+// Hand-overs a page waits for its mapping (another collector's tick, 1 s each) before it is given up.
 constexpr unsigned kPendingRounds = 4;
 // Pages waiting at once before every file counts as hit instead.
 constexpr size_t kMaxPending = size_t(1) << 16;

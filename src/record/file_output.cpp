@@ -10,7 +10,6 @@ namespace ringcap {
 
 namespace {
 constexpr uint64_t kNoFeatures[4] = {0, 0, 0, 0};
-constexpr auto kHeaderRefresh = std::chrono::milliseconds(250);
 
 std::vector<std::byte> tracing_payload(const std::vector<EventSpec>& specs) {
     std::vector<std::pair<std::string, std::string>> tracepoints;
@@ -64,9 +63,9 @@ void FileOutput::refresh_header(uint64_t durable) {
     const PerfFileHeader h = make_file_header(attrs_, data_offset_, durable, crash_features_);
     std::memcpy(first_page_->bytes, &h, sizeof h);
     const size_t len = std::min<size_t>(data_offset_, sizeof first_page_->bytes);
+    published_at_ = now;  // a failed write is tried again after the interval, not at once
     if (write_block(0, first_page_->bytes, len) != 0) return;  // the final header is written at the end
     published_size_ = durable;
-    published_at_ = now;
 }
 
 int FileOutput::write_block(uint64_t offset, const void* p, size_t len) {

@@ -18,6 +18,7 @@
 #include "ringcap/dsos.hpp"
 #include "ringcap/file_output.hpp"
 #include "ringcap/hotplug.hpp"
+#include "ringcap/main_wake.hpp"
 #include "ringcap/pipe_output.hpp"
 #include "ringcap/plan.hpp"
 #include "ringcap/process.hpp"
@@ -90,6 +91,8 @@ private:
 
     // session_loop.cpp
     void wait_for_stop();
+    MainWake wake_plan(Clock::time_point now, Clock::time_point last_hotplug);
+    uint64_t header_target();  // the data size the crash-safe header is kept at
     void round();
     void follow_hotplug();
     bool replace_ring(size_t ring);
@@ -147,6 +150,7 @@ private:
     uint64_t rounds_ = 0;       // markers written
     uint64_t round_data_ = 0;   // the data's end when the last round was requested, then past its marker
     Clock::time_point last_round_{};
+    std::pair<uint64_t, uint64_t> marker_span_{};  // crash_safe_end() before and after the last marker
 };
 
 }  // namespace ringcap

@@ -1,6 +1,7 @@
 // The record session while it runs, on the main thread: stop sources (signals, the command, the
 // duration, collectors that end on their own), FINISHED_ROUND markers, the crash-safe header and CPU
-// hotplug. A poll(2) loop that wakes at least every 100 ms; nothing here is on the collectors' path.
+// hotplug. A poll(2) loop that sleeps until its next deadline or an event (main_wake.hpp); nothing
+// here is on the collectors' path.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -8,20 +9,40 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "ringcap/main_wake.hpp"
 #include "ringcap/records.hpp"
 #include "session.hpp"
 
 namespace ringcap {
 
 namespace {
-// Readers hold about two rounds in memory (README, Compatibility). Measured at 150 MB/s: 100 ms
-// rounds cost hotspot's parser a 30 MB buffer, 50 ms ones 17 MB for no CPU we could measure; 20 ms
-// cost 15-25 % more collector CPU (a flush and a marker per round) and its peak was not reliably lower.
-constexpr auto kRoundSpacing = std::chrono::milliseconds(50);
-constexpr auto kTick = std::chrono::milliseconds(100);
 constexpr auto kStatusEvery = std::chrono::seconds(1);
-constexpr auto kHotplugCheck = std::chrono::milliseconds(500);
 }  // namespace
+
+MainWake Session::wake_plan(Clock::time_point now, Clock::time_point last_hotplug) {
+    MainWake w;
+    w.now = now;
+    w.round_pending = round_ != 0;
+    w.new_data = space_->end() != round_data_;
+    w.last_round = last_round_;
+    w.duration_end = deadline_;
+    if (opts_.live_status) w.status_due = last_status_ + kStatusEvery;
+    if (source_->follows_cpus()) w.hotplug_due = last_hotplug + MainWake::kHotplugLatest;
+    if (opts_.switch_output.mode == SwitchOutput::Mode::Time)
+        w.switch_due = file_started_ + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(opts_.switch_output.seconds));
+    // On disk and not in the header yet: when it may be refreshed. Reserved and not yet on disk:
+    // writes complete without telling this thread, so it looks again (the wake-ups of rounds
+    // usually come first). (No refresh while a switch is under way: the loop below.)
+    if (!next_output_) {
+        w.header_due = output_->refresh_due(header_target());
+        if (durable_end() < space_->end() && (!w.header_due || now + MainWake::kHeaderLatest < *w.header_due))
+            w.header_due = now + MainWake::kHeaderLatest;
+    }
+    // Nothing signals a rotation's progress or the pipe's reader (-o -).
+    w.polling = next_output_ || prev_output_ || switch_round_ != 0 || pipe_fd_ >= 0;
+    return w;
+}
 
 void Session::wait_for_stop() {
     auto last_hotplug = Clock::now();
@@ -29,17 +50,12 @@ void Session::wait_for_stop() {
     for (;;) {
         pollfd fds[3] = {{signals_.fd(), POLLIN, 0}, {done_fd_.get(), POLLIN, 0}, {-1, POLLIN, 0}};
         if (watch_command) fds[2].fd = command_->pidfd();
-        // Wake for the next round request; a pending round's acknowledgements arrive on done_fd_.
-        int timeout_ms = int(kTick.count());
-        if (round_ == 0)
-            timeout_ms = int(std::clamp<int64_t>(
-                std::chrono::ceil<std::chrono::milliseconds>(last_round_ + kRoundSpacing - Clock::now()).count(), 1,
-                timeout_ms));
-        if (deadline_) {
-            const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline_ - Clock::now()).count();
-            timeout_ms = int(std::clamp<int64_t>(left, 0, timeout_ms));
-        }
-        ::poll(fds, 3, timeout_ms);
+        const MainWake w = wake_plan(Clock::now(), last_hotplug);
+        // No new data and no round pending: the next reservation wakes us (the eventfd the
+        // collectors' acknowledgements use), unless one came in between.
+        const bool idle = !w.new_data && !w.round_pending;
+        if (!idle || space_->notify_growth(done_fd_.get(), round_data_)) ::poll(fds, 3, w.timeout_ms());
+        if (idle) space_->cancel_growth_notice();  // awake now: our own writes need not wake us
         if (fds[0].revents) {
             const std::string sig = signals_.take();
             if (sig != "SIGUSR2") {
@@ -107,14 +123,23 @@ void Session::wait_for_stop() {
             return;
         }
         // While the collectors move to the next file, what they owe is in two files: no refresh.
-        if (!next_output_) output_->refresh_header(crash_safe_end() - output_->data_offset());
+        if (!next_output_) output_->refresh_header(header_target());
         if (opts_.live_status && Clock::now() - last_status_ >= kStatusEvery) print_status();
         // (Not while a switch is under way: the ids of reopened events go to the current file.)
-        if (source_->follows_cpus() && !next_output_ && Clock::now() - last_hotplug >= kHotplugCheck) {
+        if (source_->follows_cpus() && !next_output_ && Clock::now() - last_hotplug >= MainWake::kHotplugEvery) {
             last_hotplug = Clock::now();
             follow_hotplug();
         }
     }
+}
+
+uint64_t Session::header_target() {
+    // A crash-safe header needs no refresh for a round marker alone: a file cut short loses nothing
+    // with it (perf delivers what it holds at the end), and an idle capture saves a write and a
+    // wake-up per round.
+    uint64_t end = crash_safe_end();
+    if (end == marker_span_.second) end = marker_span_.first;
+    return end - output_->data_offset();
 }
 
 void Session::print_status() {
@@ -153,7 +178,7 @@ void Session::round() {
     // pass of every collector that began after marker k-1: each collector acknowledges request k
     // after such a pass, with what it drained queued below anything reserved later. Markers at least
     // kRoundSpacing apart keep cross-CPU clock skew and late commits well inside that window, and
-    // bound what a reader holds in memory.
+    // bound what a reader holds in memory (main_wake.hpp).
     const auto now = Clock::now();
     if (round_ != 0) {
         for (const auto& c : collectors_)
@@ -162,8 +187,10 @@ void Session::round() {
         std::vector<std::byte> marker(sizeof(perf_event_header));
         const perf_event_header fr = finished_round_record();
         std::memcpy(marker.data(), &fr, sizeof fr);
+        const uint64_t before = crash_safe_end();
         const uint64_t end = write_records(marker);
         if (end == 0) return;
+        marker_span_ = {before, crash_safe_end()};
         // Only data beyond the marker calls for another round: the marker itself is not new data
         // (else an idle capture would write a marker every round spacing, forever).
         round_data_ = end;
@@ -182,7 +209,7 @@ void Session::round() {
     }
     // A new round only when there is new data, and not too soon.
     const uint64_t data = space_->end();
-    if (data == round_data_ || now - last_round_ < kRoundSpacing) return;
+    if (data == round_data_ || now - last_round_ < MainWake::kRoundSpacing) return;
     round_data_ = data;
     round_ = rounds_ + 1;
     for (auto& c : collectors_) c->request_round(round_);

@@ -117,6 +117,7 @@ void Session::rotate() {
     switched_round_ = switch_round_;
     switch_round_ = 0;
     anchors_.clear();  // offsets of the previous file
+    marker_span_ = {};
     // Each file stands alone: the records of every live thread, map and the kernel again. Their
     // time is 0, so perf orders them first although samples precede them in the file (no round
     // marker is written before them).

@@ -3,8 +3,14 @@
 #include <cerrno>
 #include <algorithm>
 #include <fcntl.h>
+#include <unistd.h>
 
 namespace ringcap {
+
+void FileSpace::write_notice(int fd) {
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(fd, &one, sizeof one);  // an eventfd: never short, never blocks
+}
 
 FileSpace::FileSpace(uint64_t data_offset, bool preallocate)
     : base_(data_offset), next_(data_offset), allocated_end_(data_offset), enabled_(preallocate) {}

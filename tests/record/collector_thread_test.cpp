@@ -89,7 +89,10 @@ TEST_CASE("an idle capture writes no FINISHED_ROUND of its own: a marker is not 
         INFO(stats.output);
         CHECK(stats.ok());
         CHECK(stats.count("SAMPLE") == 0);
-        CHECK(stats.count("FINISHED_ROUND") <= 1);  // at most the round of the start-up records
+        // The round of the start-up records, and one per idle flush (1 s) of what other processes
+        // did meanwhile (their COMM and MMAP records). A marker counted as new data would bring one
+        // every 50 ms: 30 here.
+        CHECK(stats.count("FINISHED_ROUND") <= 4);
     }
 }
 

@@ -96,7 +96,7 @@ TEST_CASE("at the maximum rate the file stays in stream order (tick flushes betw
     require_kernel();
     const std::string perf = require_perf();
     TempFile f("maxrate");
-    // Full 1 MiB buffers and the 0.5 s partial flush interleave here; a flush that overtook queued
+    // Full 1 MiB buffers and the 1 s partial flush interleave here; a flush that overtook queued
     // full buffers put bytes out of order and perf stopped at the seam.
     for (const std::string backend : {"uring", "epoll"}) {
         auto rec = run_command(kRingcap + " record -a -F max --backend " + backend + " --duration 2 -o " + f.path +

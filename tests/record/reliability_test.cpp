@@ -75,7 +75,7 @@ TEST_CASE("after SIGKILL perf still reads the file up to the last refreshed head
     const std::string perf = require_perf();
     TempFile f("kill9"), log("kill9-log");
     // A low rate: a 1 MiB staging buffer would take minutes to fill, so data reaches the disk (and
-    // the header) only through the 0.5 s idle flush.
+    // the header) only through the 1 s idle flush.
     kill_once_data_is_published({"record", "-a", "-F", "200", "--duration", "60", "-o", f.path}, f.path, log.path);
     const PerfStats stats = perf_report_stats(perf, f.path);
     CHECK(stats.ok());

@@ -121,9 +121,10 @@ TEST_CASE("per-task capture follows the command's children and ends when all exi
         CHECK(sum.total.samples > 0);
         for (const auto& c : sum.cpus) CHECK(c.hung_up);
         // Each ring hung up once per event fd of its CPU at most, and after the last one the loop
-        // did not spin: it ran at most a couple of iterations to flush.
+        // did not spin: each wait after it returned for a write's completion, the session's round
+        // request or stop, or the tick (a loaded machine splits them; a spin makes thousands).
         CHECK(sum.hangups >= sum.cpus.size());
-        CHECK(sum.waits_after_hangup <= 2 + sum.writes);
+        CHECK(sum.waits_after_hangup <= 4 + sum.writes);
 
         // The two busy loops are children of the shell: inherit=1 must have followed them.
         auto pids = run_command(perf + " script -i " + f.path + " -F pid 2>/dev/null | sort -u | wc -l");

@@ -82,13 +82,33 @@ TEST_CASE("records to one -o at once: one writes it, the others exit 2 at once a
     const std::string out = d.path + "/perf.data";
     std::vector<Running> runs;
     std::vector<std::unique_ptr<TempFile>> logs;
+    // Long records, ended by SIGINT once the others are done: however slowly each starts (ASan, a
+    // loaded machine), the four overlap.
     for (int i = 0; i < 4; ++i) {
         logs.push_back(std::make_unique<TempFile>("concurrent-log"));
-        runs.push_back(spawn({"record", "-a", "-F", "1000", "--duration", "1", "-o", out}, logs.back()->path));
+        runs.push_back(spawn({"record", "-a", "-F", "1000", "--duration", "120", "-o", out}, logs.back()->path));
     }
+    std::vector<int> rcs(runs.size(), -1);
+    auto reap = [&] {
+        size_t exited = 0;
+        for (size_t i = 0; i < runs.size(); ++i) {
+            int status = 0;
+            if (rcs[i] < 0 && waitpid(runs[i].pid, &status, WNOHANG) == runs[i].pid)
+                rcs[i] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            exited += rcs[i] >= 0;
+        }
+        return exited;
+    };
+    CHECK(eventually([&] { return reap() >= runs.size() - 1; }));  // all but one refused
+    REQUIRE(eventually([&] { return header_data_size(out) > 0; }));  // the winner published
+    for (size_t i = 0; i < runs.size(); ++i)
+        if (rcs[i] < 0) {
+            kill(runs[i].pid, SIGINT);
+            rcs[i] = wait_exit(runs[i]);
+        }
     int ok = 0, refused = 0;
     for (size_t i = 0; i < runs.size(); ++i) {
-        const int rc = wait_exit(runs[i]);
+        const int rc = rcs[i];
         const std::string text = read_file(logs[i]->path);
         INFO(text);
         if (rc == 0) ++ok;
@@ -104,11 +124,12 @@ TEST_CASE("records to one -o at once: one writes it, the others exit 2 at once a
     CHECK(leftover_temporaries(out) == 0);
 
     // A record that starts while another one is writing the file is refused before it does anything.
-    Running first = spawn({"record", "-a", "-F", "1000", "--duration", "2", "-o", out}, logs[0]->path);
+    Running first = spawn({"record", "-a", "-F", "1000", "--duration", "120", "-o", out}, logs[0]->path);
     REQUIRE(eventually([&] { return header_data_size(out) > 0 && read_file(out + ".old").size() > 0; }));
     auto second = run_command(kRingcap + " record -a --duration 0.2 -o " + out + " 2>&1");
     CHECK(second.status == 2);
     CHECK(second.output.find("another ringcap is writing '" + out + "'") != std::string::npos);
+    kill(first.pid, SIGINT);
     CHECK(wait_exit(first) == 0);
     CHECK(perf_report_stats(perf, out).ok());
 }

@@ -1,9 +1,12 @@
-// FileSpace without the kernel: offsets, allocation ahead of the writes, ENOSPC, chunk splits.
+// FileSpace without the kernel: offsets, allocation ahead of the writes, ENOSPC, chunk splits, the growth notice.
 #include <catch2/catch.hpp>
 
 #include <cerrno>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "ringcap/file_space.hpp"
+#include "ringcap/sys.hpp"
 
 using ringcap::FileSpace;
 
@@ -65,4 +68,38 @@ TEST_CASE("FileSpace splits a write at a chunk's end (each chunk is one extent)"
     CHECK(space.split(boundary - 1000, MiB) == 1000);
     CHECK(space.split(boundary, MiB) == MiB);
     CHECK(space.split(boundary - MiB, MiB) == MiB);  // ends exactly there
+}
+
+TEST_CASE("FileSpace growth notice: armed once, written by the next reservation, refused when already grown",
+          "[writer][space]") {
+    FileSpace space(4096, false);
+    ringcap::UniqueFd ev(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    REQUIRE(ev);
+    auto count = [&] {
+        uint64_t n = 0;
+        return ::read(ev.get(), &n, sizeof n) == sizeof n ? n : 0;
+    };
+    const uint64_t seen = space.end();
+    REQUIRE(space.notify_growth(ev.get(), seen));
+    CHECK(count() == 0);  // nothing grew yet
+    space.reserve(4096);
+    space.reserve(4096);
+    CHECK(count() == 1);  // one notice, however many reservations follow
+    space.reserve(4096);
+    CHECK(count() == 0);
+    // Grown since the caller looked: nothing armed, the caller does not sleep.
+    CHECK_FALSE(space.notify_growth(ev.get(), seen));
+    space.reserve(4096);
+    CHECK(count() == 0);
+    // Reservations under a --max-size limit tell it too.
+    space.set_limit(1 << 30, 1 << 30);
+    REQUIRE(space.notify_growth(ev.get(), space.end()));
+    uint64_t offset = 0;
+    REQUIRE(space.reserve_within(4096, &offset));
+    CHECK(count() == 1);
+    // Cancelled: the session's own writes after it woke do not wake it again.
+    REQUIRE(space.notify_growth(ev.get(), space.end()));
+    space.cancel_growth_notice();
+    space.reserve(4096);
+    CHECK(count() == 0);
 }

@@ -1,0 +1,52 @@
+// When the record's main thread wakes (src/record/session_loop.cpp): at the earliest of its real
+// deadlines, and otherwise only for an event (a signal, the command's exit, a collector's round
+// acknowledgement or end, the data section growing: all on fds it polls). Pure, so that each state
+// is tested without a session (tests/record/main_wake_test.cpp).
+//
+// What does wake it, on an idle `-a -F 100` capture: the data growing when each collector sends its
+// partial buffer (every second, collector.hpp's tick), that round's acknowledgement, and the hotplug
+// check riding on those. A state whose progress nothing signals (a rotation under way, -o -) polls.
+#pragma once
+
+#include <chrono>
+#include <optional>
+
+namespace ringcap {
+
+struct MainWake {
+    using Clock = std::chrono::steady_clock;
+    using Time = Clock::time_point;
+
+    // Readers hold about two rounds in memory (README, Compatibility). Measured at 150 MB/s: 100 ms
+    // rounds cost hotspot's parser a 30 MB buffer, 50 ms ones 17 MB for no CPU we could measure;
+    // 20 ms cost 15-25 % more collector CPU (a flush and a marker per round).
+    static constexpr auto kRoundSpacing = std::chrono::milliseconds(50);
+    // Progress that nothing signals is looked at this often.
+    static constexpr auto kPoll = std::chrono::milliseconds(100);
+    // CPU hotplug: checked on any wake-up kHotplugEvery after the last check, and at the latest
+    // kHotplugLatest after it (an idle capture's wake-ups then carry it).
+    static constexpr auto kHotplugEvery = std::chrono::milliseconds(500);
+    static constexpr auto kHotplugLatest = std::chrono::milliseconds(1000);
+    // The crash-safe header lags the data on disk at most this long (it is refreshed on the wake-ups
+    // rounds bring at most every 250 ms, file_output.hpp; this is for the last data before a lull).
+    static constexpr auto kHeaderLatest = std::chrono::milliseconds(1000);
+
+    Time now{};
+    bool round_pending = false;  // requested, not yet acknowledged by every collector (an event will say)
+    bool new_data = false;       // the data grew since the last round was requested
+    Time last_round{};           // when the last round's marker was written
+    std::optional<Time> duration_end;  // --duration
+    std::optional<Time> status_due;    // the live status line
+    std::optional<Time> hotplug_due;   // system-wide: the latest hotplug check
+    std::optional<Time> header_due;    // data on disk (or on its way) that the header does not cover yet
+    std::optional<Time> switch_due;    // --switch-output=TIME
+    bool polling = false;              // a state whose progress no event signals
+
+    // The next deadline, or none: then only an event wakes the thread.
+    std::optional<Time> next() const;
+    // For poll(2): milliseconds until next() rounded up (so that it is due on waking), -1 for none,
+    // 0 when it is due already.
+    int timeout_ms() const;
+};
+
+}  // namespace ringcap

@@ -1,0 +1,34 @@
+#include "ringcap/main_wake.hpp"
+
+#include <algorithm>
+#include <climits>
+
+namespace ringcap {
+
+std::optional<MainWake::Time> MainWake::next() const {
+    std::optional<Time> t;
+    auto take = [&t](std::optional<Time> d) {
+        if (d && (!t || *d < *t)) t = d;
+    };
+    // A round is requested once there is new data and the spacing since the last one has passed;
+    // while one is pending its acknowledgements are events, and without new data there is nothing
+    // to order (the data growing is an event).
+    if (new_data && !round_pending) take(last_round + kRoundSpacing);
+    take(duration_end);
+    take(status_due);
+    take(hotplug_due);
+    take(header_due);
+    take(switch_due);
+    if (polling) take(now + kPoll);
+    return t;
+}
+
+int MainWake::timeout_ms() const {
+    const auto t = next();
+    if (!t) return -1;
+    if (*t <= now) return 0;
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(*t - now).count();
+    return int(std::min<int64_t>(ms, INT_MAX));
+}
+
+}  // namespace ringcap

@@ -1,0 +1,70 @@
+// When the record's main thread wakes: each state of the session, its deadline (or none).
+#include <catch2/catch.hpp>
+
+#include "ringcap/main_wake.hpp"
+
+using namespace ringcap;
+using namespace std::chrono_literals;
+
+namespace {
+const MainWake::Time t0 = MainWake::Time{} + 1000s;
+
+// An idle system-wide capture just after a round: no new data, nothing pending.
+MainWake idle() {
+    MainWake w;
+    w.now = t0;
+    w.last_round = t0 - 10ms;
+    return w;
+}
+}  // namespace
+
+TEST_CASE("main wake: an idle per-task capture waits for an event only", "[wake]") {
+    const MainWake w = idle();
+    CHECK_FALSE(w.next());
+    CHECK(w.timeout_ms() == -1);
+}
+
+TEST_CASE("main wake: new data is rounded once the spacing since the last round passed", "[wake]") {
+    MainWake w = idle();
+    w.new_data = true;
+    CHECK(w.timeout_ms() == 40);  // 50 ms after the last marker
+    w.last_round = t0 - 2s;  // long ago (an idle capture's first data): at once
+    CHECK(w.timeout_ms() == 0);
+    // Pending: the acknowledgements are events, new data or not.
+    w.round_pending = true;
+    CHECK(w.timeout_ms() == -1);
+}
+
+TEST_CASE("main wake: the hotplug check and the status line are deadlines of their own", "[wake]") {
+    MainWake w = idle();
+    w.hotplug_due = t0 + 700ms;
+    CHECK(w.timeout_ms() == 700);
+    w.status_due = t0 + 300ms;
+    CHECK(w.timeout_ms() == 300);
+    w.status_due = t0 - 5ms;  // late already
+    CHECK(w.timeout_ms() == 0);
+}
+
+TEST_CASE("main wake: --duration, --switch-output=TIME and a lagging header are deadlines", "[wake]") {
+    MainWake w = idle();
+    w.duration_end = t0 + 2500ms;
+    CHECK(w.timeout_ms() == 2500);
+    w.switch_due = t0 + 1200ms;
+    CHECK(w.timeout_ms() == 1200);
+    w.header_due = t0 + 999us;  // rounded up: due when it wakes, not a spin of 0 ms timeouts
+    CHECK(w.timeout_ms() == 1);
+}
+
+TEST_CASE("main wake: a rotation under way or a pipe polls, the earliest deadline still wins", "[wake]") {
+    MainWake w = idle();
+    w.polling = true;
+    CHECK(w.timeout_ms() == 100);
+    w.new_data = true;
+    CHECK(w.timeout_ms() == 40);
+}
+
+TEST_CASE("main wake: a far deadline fits poll(2)'s int", "[wake]") {
+    MainWake w = idle();
+    w.duration_end = t0 + std::chrono::hours(24 * 365 * 100);
+    CHECK(w.timeout_ms() == INT32_MAX);
+}
