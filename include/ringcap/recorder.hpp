@@ -20,10 +20,13 @@ struct EventSummary {
     uint64_t lost_samples = 0;  // PERF_FORMAT_LOST at the end (written as PERF_RECORD_LOST_SAMPLES)
     uint64_t dropped = 0;       // read, then left out under back-pressure (LOST_SAMPLES records too)
 
-    // Both figures count the same drops (the kernel bumps the ring's and the event's counter together);
-    // the per-event read is exact, LOST records only say which event wrote next. Older kernels have
-    // no PERF_FORMAT_LOST: then the LOST records are all there is.
-    uint64_t kernel_lost() const { return lost_samples ? lost_samples : lost; }
+    bool lost_read = false;     // lost_samples was read (the record stopped): it is the figure
+
+    // Both figures count the same drops in total (the kernel bumps the ring's and the failing
+    // event's counter together), but a LOST record carries the id of the event that wrote next: of
+    // events sharing a ring (the tracking event's with the samples'), the per-event read is the only
+    // exact split. While the record runs, the LOST records are all there is.
+    uint64_t kernel_lost() const { return lost_read ? lost_samples : lost; }
 };
 
 // Every counter of a record, merged from its collectors. Can be taken while it runs

@@ -432,6 +432,7 @@ void Session::stop() {
         lost_samples_ += l.lost;
         event_lost_samples_[l.event_index] += l.lost;
     }
+    lost_read_ = true;
     // Samples ringcap left out under back-pressure, as perf counts lost ones: perf report --stats
     // shows them with the kernel's (the summary and the JSON keep them apart).
     const auto rings = source_->rings();
@@ -531,7 +532,7 @@ RecordSnapshot Session::snapshot() const {
     for (size_t e = 0; e < specs_.size(); ++e) {
         if (specs_[e].tracking) {
             // Records perf report needs to name processes and resolve symbols; their loss counts too.
-            const uint64_t lost = event_lost_samples_[e] ? event_lost_samples_[e] : events[e].lost;
+            const uint64_t lost = lost_read_ ? event_lost_samples_[e] : events[e].lost;
             s.tracking_lost += lost;
             s.kernel_lost += lost;
             continue;
@@ -541,6 +542,7 @@ RecordSnapshot Session::snapshot() const {
         es.samples = events[e].samples;
         es.lost = events[e].lost;
         es.lost_samples = event_lost_samples_[e];
+        es.lost_read = lost_read_;
         es.dropped = events[e].dropped;
         s.kernel_lost += es.kernel_lost();
         s.events.push_back(es);

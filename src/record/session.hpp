@@ -120,6 +120,7 @@ private:
     uint64_t cache_copied_ = 0;    // bytes copied into the build-id cache by this record
     SynthesisStats synth_;
     std::vector<uint64_t> event_lost_samples_;
+    bool lost_read_ = false;  // event_lost_samples_ holds the kernel's per-event counts (after stop)
     uint64_t lost_samples_ = 0;
     uint64_t file_bytes_ = 0;
     uint64_t unwritten_bytes_ = 0;  // data that did not reach the file or the pipe's reader
