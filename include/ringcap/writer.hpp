@@ -64,8 +64,8 @@ public:
     void queue_partial();
     // Handles a write completion for pool buffer `index`.
     void on_completion(uint32_t index, int res);
-    // Runs the loop until every ready buffer is written and no write is in flight; ring events
-    // meanwhile are ignored, sources (tick, wake-up) go to `sources` (used at stop, and by tests).
+    // Runs the loop until every ready buffer is written and no write is in flight; ring events and
+    // sources (tick, wake-up) meanwhile go to `sources` (used at stop, and by tests).
     void wait_idle(LoopHandler* sources = nullptr);
     // Runs the loop until this writer's allocation, if one is under way, is done: writers of other
     // collectors may hold their writes for it (used when a collector leaves its run loop).

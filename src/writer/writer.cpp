@@ -207,7 +207,11 @@ struct OnlyWrites final : LoopHandler {
     Writer& w;
     LoopHandler* sources;
     OnlyWrites(Writer& wr, LoopHandler* s) : w(wr), sources(s) {}
-    void on_ring(uint32_t, uint32_t, int) override {}
+    // Ring events go on to the collector: data needs nothing now (the next pass drains it), but a
+    // hang-up is reported once (a multishot poll ends with it) and must retire its fd.
+    void on_ring(uint32_t ring, uint32_t which, int revents) override {
+        if (sources) sources->on_ring(ring, which, revents);
+    }
     void on_write(uint32_t slot, int res) override { w.on_completion(slot, res); }
     void on_source(Source s) override {
         if (sources) sources->on_source(s);
