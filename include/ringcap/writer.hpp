@@ -89,7 +89,8 @@ public:
     uint64_t durable_size() const;
     // For another thread (the record session), with the file's other writers: owed() as published
     // before each reservation (so whoever sees a reservation sees the debt) and after each
-    // completion, and the end of what was kept up to this writer's first failure.
+    // completion, and the end of what was kept up to this writer's first failure; both in the
+    // current file (a switch starts them again).
     uint64_t published_owed() const { return published_owed_.load(); }
     uint64_t published_kept_end() const { return published_kept_end_.load(); }
 

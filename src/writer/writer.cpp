@@ -44,8 +44,9 @@ void Writer::switch_to(OutputFile& file, FileSpace& space) {
     // failure in the previous file is its own (previous_failed_offset()).
     failed_offset_prev_ = first_failed_offset_;
     data_offset_ = space.start();
+    // Also after an error: the buffers it drops from now on are counted in the next file as they come.
     failed_start_ = first_failed_offset_ = UINT64_MAX;
-    if (!error_) published_kept_end_.store(UINT64_MAX);
+    published_kept_end_.store(UINT64_MAX);
     published_owed_.store(owed());
 }
 
