@@ -177,7 +177,7 @@ void SyntheticSource::produce(unsigned thread) {
     s.regs_abi = PERF_SAMPLE_REGS_ABI_NONE;
     s.stack_size = stack;
     const uint64_t dyn_size = stack;
-    std::vector<std::byte> stack_template(cfg_.varied_stacks ? stack : 0);
+    std::vector<std::byte> stack_template(cfg_.varied_stacks || cfg_.random_stacks ? stack : 0);
     uint64_t x = 0x2545F4914F6CDD1Dull;
     for (auto& b : stack_template) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -254,7 +254,13 @@ void SyntheticSource::produce(unsigned thread) {
                 r->put(r->head, &s, sizeof s);
                 // The stack bytes are written too, as the kernel copies a real stack: the reader then
                 // finds them where a real producer leaves them (recently written, by another CPU).
-                if (cfg_.varied_stacks) {
+                if (cfg_.random_stacks) {
+                    for (size_t w = 0; w + 8 <= stack; w += 8) {
+                        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                        std::memcpy(stack_template.data() + w, &x, 8);
+                    }
+                    r->put(r->head + sizeof s, stack_template.data(), stack);
+                } else if (cfg_.varied_stacks) {
                     // Only the words that vary are written per sample; the rest is the template's.
                     for (size_t w = (r->written % 16) * 8; w + 8 <= stack; w += 128) {
                         const uint64_t v = r->written * 0x9E3779B97F4A7C15ull + w;

@@ -36,6 +36,8 @@ struct SyntheticConfig {
     // Stacks as varied copies of a random template (one word in 16 changes from sample to sample)
     // instead of one repeated byte: data that compresses like real stacks, not at memory speed.
     bool varied_stacks = false;
+    // Stacks of fresh random bytes in every sample: what zstd cannot shrink (-z frames of many records).
+    bool random_stacks = false;
 };
 // At a set rate, samples that find their ring full are dropped and counted (the kernel's behaviour).
 // With mb_per_ring = 0 a producer writes whenever there is room and never drops: the collector's

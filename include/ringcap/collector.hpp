@@ -49,6 +49,7 @@ struct CollectorConfig {
     std::vector<uint64_t> sample_freqs;
     std::vector<bool> period_in_ns;
     bool verbose = false;            // -v: a line each time a grade engages or is undone
+    WriteFault write_fault;          // tests: replaces its writes' results (Writer::set_fault)
 };
 
 // What back-pressure did on one collector (its rings' cut and dropped samples are per ring).
@@ -223,6 +224,7 @@ private:
     std::vector<bool> period_in_ns_;
     std::vector<uint64_t> period_bases_;  // per event: its period in ns where the reader reports it (hrtimer)
     bool verbose_ = false;
+    WriteFault write_fault_;
     std::vector<RingState> rings_;
     std::unique_ptr<StagingPool> staging_;
     // -z: the buffers of COMPRESSED records (what the writer writes), and the encoder thread (after

@@ -58,7 +58,8 @@ public:
 
     // Rotation: with round k's acknowledgement (request_round(k) follows), the collector moves on to
     // `file` at offsets from `space` (Collector::switch_output), after queuing everything it drained
-    // before for the current file. The previous switch must be settled.
+    // before for the current file; one that stops before it acknowledged moves at its drain (what
+    // it wrote is all the current file's). The previous switch must be settled.
     void request_switch(uint64_t k, OutputFile* file, FileSpace* space);
     // Its counters at the last switch (taken on its thread at that moment).
     struct SwitchPoint {
@@ -67,7 +68,7 @@ public:
     };
     SwitchPoint switch_point() const;
     // After a switch: every write to the previous file has completed (then the session finishes
-    // it), and where a failed one left it (UINT64_MAX: none failed).
+    // it), and where a failed one left it (UINT64_MAX: none failed), of that switch's file only.
     bool previous_settled() const;
     uint64_t previous_failed_offset() const;
 
@@ -110,6 +111,8 @@ private:
     void before_pass() override;
     void after_pass(bool complete) override;
     void on_tick() override { publish_snapshot(); }
+    // Moves the collector to the file of the switch asked for, if it is round `round`'s (0: any).
+    void switch_if_asked(uint64_t round);
 
     Setup setup_;
     std::unique_ptr<Collector> collector_;

@@ -58,7 +58,7 @@ public:
     void add_ids(size_t event_index, const std::vector<uint64_t>& ids);
 
     // After a failed write: where the last whole record ends in [from, to) of the data section, read
-    // back from the file. `from` must be a record boundary (the writer's durable size) and every
+    // back from the file (with -z maybe inside a frame: perf decompresses the records it has). `from` must be a record boundary (the writer's durable size) and every
     // byte below `to` on disk (the writer's bytes_kept): so a full disk keeps all that fit.
     uint64_t last_record_end(uint64_t from, uint64_t to) const;
 

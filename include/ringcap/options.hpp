@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -79,6 +80,8 @@ struct RecordOptions {
     bool stack_trim = true;                 // --no-stack-trim: dwarf stacks copied whole (comparisons)
     bool cut_samples = true;                // --no-cut-samples: back-pressure never cuts stacks
     bool back_pressure = true;              // --no-back-pressure: none at all (the synthetic bench)
+    // Tests: every collector's Writer::set_fault (offset, length, result -> the result it sees).
+    std::function<int(uint64_t, uint32_t, int)> write_fault;
 
     std::vector<std::string> argv;          // the whole command line, for the CMDLINE feature
 };

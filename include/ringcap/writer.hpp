@@ -23,7 +23,7 @@ struct WriterStats {
     uint64_t writes = 0;         // writes issued (including resubmissions)
     uint64_t short_writes = 0;   // includes the first halves of split writes
     uint64_t split_writes = 0;   // writes cut at a preallocated chunk's end
-    uint64_t retries = 0;        // EAGAIN/EINTR resubmissions
+    uint64_t retries = 0;        // EAGAIN/EINTR/ECANCELED resubmissions
     uint64_t direct_writes = 0;
     uint64_t preallocations = 0;  // fallocate calls issued ahead of the writes
     uint64_t beyond_allocation = 0;  // writes that went past the allocated part (appends: punted)
@@ -35,7 +35,7 @@ struct WriterStats {
 };
 
 // Test seam: given a write's (offset, length) and the kernel's result, returns the result the writer
-// sees. Lets tests inject short writes, EAGAIN and EIO deterministically.
+// sees. Lets tests inject short writes, EAGAIN, ECANCELED and EIO deterministically.
 using WriteFault = std::function<int(uint64_t offset, uint32_t len, int res)>;
 
 class Writer {
@@ -89,7 +89,8 @@ public:
     uint64_t durable_size() const;
     // For another thread (the record session), with the file's other writers: owed() as published
     // before each reservation (so whoever sees a reservation sees the debt) and after each
-    // completion, and the end of what was kept up to this writer's first failure.
+    // completion, and the end of what was kept up to this writer's first failure; both in the
+    // current file (a switch starts them again).
     uint64_t published_owed() const { return published_owed_.load(); }
     uint64_t published_kept_end() const { return published_kept_end_.load(); }
 
@@ -111,6 +112,8 @@ private:
     void issue(uint32_t index);
     void preallocate(uint64_t end);
     void refuse(const StagingBuffer& b);
+    // Slot `s` did not reach the file from s.offset on: where its file's kept data ends.
+    void note_failure(const Slot& s);
     FileSpace& space() const { return *space_[gen_]; }
 
     Loop& loop_;

@@ -97,28 +97,34 @@ public:
                          io_uring_register_buffers(ring_.raw(), buffers.data(), unsigned(buffers.size())) == 0;
         nfixed_ = fixed_buffers_ ? uint32_t(buffers.size()) : 0;  // other slots write unregistered
         files_.assign(files.begin(), files.end());
+        if (files_.size() > 64) throw Error("internal: more than 64 output files for one loop", 1);
         fixed_files_ = io_uring_register_files(ring_.raw(), files_.data(), unsigned(files_.size())) == 0;
+        fixed_mask_ = fixed_files_ ? ~uint64_t(0) : 0;
     }
 
     void update_output(unsigned first, std::span<const int> files) override {
         for (size_t i = 0; i < files.size(); ++i) files_.at(first + i) = files[i];
+        if (!fixed_files_) return;
+        const uint64_t slots = (files.size() >= 64 ? ~uint64_t(0) : (uint64_t(1) << files.size()) - 1) << first;
         // In-flight requests hold their own reference to a replaced registered file.
-        if (fixed_files_ &&
-            io_uring_register_files_update(ring_.raw(), first, files_.data() + first, unsigned(files.size())) !=
-                int(files.size())) {
-            // Cannot update in place: write through plain descriptors from now on (the
-            // registration is dropped once what was submitted with it completed).
-            io_uring_unregister_files(ring_.raw());
-            fixed_files_ = false;
+        if (io_uring_register_files_update(ring_.raw(), first, files_.data() + first, unsigned(files.size())) ==
+            int(files.size())) {
+            fixed_mask_ |= slots;
+            return;
         }
+        // Refused (maybe after updating some): these slots write through their plain descriptors.
+        // The table stays: SQEs for the other slots may be prepared and not yet submitted (the
+        // previous file's, at a rotation), and without it they would fail with EBADF.
+        fixed_mask_ &= ~slots;
     }
 
     void write(uint32_t slot, unsigned file, const std::byte* p, uint32_t len, uint64_t offset) override {
         io_uring_sqe* sqe = ring_.sqe();
-        const int fd = fixed_files_ ? int(file) : files_.at(file);
+        const bool fixed = is_fixed(file);
+        const int fd = fixed ? int(file) : files_.at(file);
         if (fixed_buffers_ && slot < nfixed_) io_uring_prep_write_fixed(sqe, fd, p, len, offset, int(slot));
         else io_uring_prep_write(sqe, fd, p, len, offset);
-        if (fixed_files_) sqe->flags |= IOSQE_FIXED_FILE;
+        if (fixed) sqe->flags |= IOSQE_FIXED_FILE;
         io_uring_sqe_set_data64(sqe, encode(Kind::Write, 0, slot));
         ++stats_.writes;
     }
@@ -126,8 +132,9 @@ public:
     void fallocate(uint32_t slot, unsigned file, uint64_t offset, uint64_t len) override {
         // Runs in an io-wq worker (fallocate blocks); that is fine, it is not a data write.
         io_uring_sqe* sqe = ring_.sqe();
-        io_uring_prep_fallocate(sqe, fixed_files_ ? int(file) : files_.at(file), 0, off_t(offset), off_t(len));
-        if (fixed_files_) sqe->flags |= IOSQE_FIXED_FILE;
+        const bool fixed = is_fixed(file);
+        io_uring_prep_fallocate(sqe, fixed ? int(file) : files_.at(file), 0, off_t(offset), off_t(len));
+        if (fixed) sqe->flags |= IOSQE_FIXED_FILE;
         io_uring_sqe_set_data64(sqe, encode(Kind::Write, 0, slot));
     }
 
@@ -149,6 +156,8 @@ private:
         bool active = false;
         uint8_t gen = 0;
     };
+
+    bool is_fixed(unsigned file) const { return file < 64 && (fixed_mask_ >> file & 1); }
 
     static Uring::Params params(const LoopConfig& cfg) {
         Uring::Params p;
@@ -241,7 +250,8 @@ private:
     std::array<int, kSourceCount> source_fds_{-1, -1, -1, -1, -1, -1};  // per Source, for the fds watched by poll
     bool fixed_buffers_ = false;
     uint32_t nfixed_ = 0;
-    bool fixed_files_ = false;
+    bool fixed_files_ = false;  // a file table is registered
+    uint64_t fixed_mask_ = 0;   // the file indexes written through it (bit i: files_[i])
     std::vector<int> files_;
     std::vector<Uring::Completion> delivering_;
 };

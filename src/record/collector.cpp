@@ -17,7 +17,7 @@ Collector::Collector(const CollectorConfig& cfg, std::span<const SourceRing> rin
                      std::ostream& log)
     : control_(control), log_(log), tick_seconds_(cfg.tick_seconds), events_(cfg.events),
       stack_dumps_(cfg.stack_dumps), sample_freqs_(cfg.sample_freqs), period_in_ns_(cfg.period_in_ns),
-      verbose_(cfg.verbose) {
+      verbose_(cfg.verbose), write_fault_(cfg.write_fault) {
     if (!cfg.pressure_off) grader_.emplace(cfg.pressure);
     for (size_t e = 0; e < sample_freqs_.size(); ++e)
         period_bases_.push_back(e < period_in_ns_.size() && period_in_ns_[e] && sample_freqs_[e]
@@ -104,6 +104,7 @@ void Collector::adopt_ring(size_t i) {
 
 void Collector::attach(OutputFile& file, FileSpace& space) {
     writer_.emplace(*loop_, file, encoded_ ? *encoded_ : *staging_, space);
+    if (write_fault_) writer_->set_fault(write_fault_);
 }
 
 void Collector::watch_control(Source s, int fd) { loop_->watch_source(s, fd); }

@@ -117,6 +117,10 @@ void CollectorThread::body() {
     collector_->drain_rest();
     collector_->flush();
     if (collector_->writer().failed()) cause_ = StopCause::WriteError;
+    // A switch it never acknowledged (it stopped first: a write error, or the record ended): all it
+    // wrote is in the file the session finishes as the previous one. Taken now, so that where its
+    // writer failed counts there (previous_failed_offset), and nothing it owes counts in the next one.
+    switch_if_asked(0);
     rusage ru{};
     getrusage(RUSAGE_THREAD, &ru);
     {
@@ -237,26 +241,9 @@ void CollectorThread::after_pass(bool /*complete*/) {
         ack_for_ = marked_for_;
     }
     if (ack_for_ && !collector_->flush_pending()) {
-        OutputFile* file = nullptr;
-        FileSpace* space = nullptr;
-        {
-            std::lock_guard lock(mu_);
-            if (ack_for_ == switch_round_) {
-                file = switch_file_;
-                space = switch_space_;
-                switch_round_ = 0;
-            }
-        }
-        if (file) {
-            // Rotation: what this pass and the ones before drained is queued for the current file;
-            // the rest goes to the next one. Counted here, at the boundary (before the time range
-            // restarts). Not under mu_: the switch may run the loop, whose tick takes it.
-            SwitchPoint sp{ack_for_, collector_->snapshot()};
-            previous_settled_.store(false, std::memory_order_relaxed);
-            collector_->switch_output(*file, *space);
-            std::lock_guard lock(mu_);
-            switch_point_ = std::move(sp);
-        }
+        // Rotation: what this pass and the ones before drained is queued for the current file; the
+        // rest goes to the next one.
+        switch_if_asked(ack_for_);
         round_done_.store(ack_for_, std::memory_order_release);
         ack_for_ = 0;
         // The session writes the marker as soon as the last collector acknowledged (one write per
@@ -287,6 +274,28 @@ void CollectorThread::after_pass(bool /*complete*/) {
         }
         cv_.notify_all();
     }
+}
+
+void CollectorThread::switch_if_asked(uint64_t round) {
+    OutputFile* file = nullptr;
+    FileSpace* space = nullptr;
+    uint64_t at = 0;
+    {
+        std::lock_guard lock(mu_);
+        if (switch_round_ == 0 || (round != 0 && round != switch_round_)) return;
+        at = switch_round_;
+        file = switch_file_;
+        space = switch_space_;
+        switch_round_ = 0;
+    }
+    // Counted here, at the boundary (before the time range restarts). Not under mu_: the switch may
+    // run the loop, whose tick takes it.
+    SwitchPoint sp{at, collector_->snapshot()};
+    previous_settled_.store(false, std::memory_order_relaxed);
+    collector_->switch_output(*file, *space);
+    std::lock_guard lock(mu_);
+    switch_point_ = std::move(sp);
+    previous_failed_ = UINT64_MAX;  // this switch's from now on, never an earlier one's
 }
 
 void CollectorThread::publish_snapshot() {

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <unistd.h>
 
+#include "ringcap/records.hpp"
+
 namespace ringcap {
 
 namespace {
@@ -50,7 +52,9 @@ uint64_t FileOutput::last_record_end(uint64_t from, uint64_t to) const {
         }
         perf_event_header h;
         std::memcpy(&h, buf.data() + (pos - buf_start), sizeof h);
-        if (h.size < sizeof h || h.size % 8 != 0 || h.size > to - pos) break;
+        // The kernel's records are 8-byte sized; a COMPRESSED one may end anywhere (only a frame's
+        // records together end aligned: encoder.hpp).
+        if (h.size < sizeof h || (h.size % 8 != 0 && h.type != kRecordCompressed) || h.size > to - pos) break;
         pos += h.size;
     }
     return pos;

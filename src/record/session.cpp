@@ -155,6 +155,7 @@ void Session::start_collectors(const RecordPlan& plan, const std::vector<perf_ev
         s.config.pressure.cut = opts_.cut_samples;
         s.config.pressure.slow = false;
         s.config.verbose = opts_.verbose > 0;
+        s.config.write_fault = opts_.write_fault;
         for (size_t e = 0; e < attrs.size(); ++e) {
             s.config.pressure.stack_dump = std::max(s.config.pressure.stack_dump, stack_dump_at_end(attrs[e]));
             const bool freq = attrs[e].freq && !(e < specs_.size() && specs_[e].tracking);

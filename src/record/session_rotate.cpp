@@ -141,8 +141,9 @@ void Session::finish_previous() {
     uint64_t failed = UINT64_MAX;
     for (const auto& c : collectors_) failed = std::min(failed, c->previous_failed_offset());
     if (failed != UINT64_MAX) data_size = out.last_record_end(0, failed - out.data_offset());
+    const uint64_t unwritten = prev_space_->end() - out.data_offset() - data_size;
     // Its samples and time range: the collectors' counters at their switch (the time range starts
-    // again there). A collector that never switched (the record stopped first) wrote all into it.
+    // again there). A collector that has not switched (it emptied its rings before) wrote all into it.
     if (samples_at_switch_.size() != collectors_.size()) samples_at_switch_.assign(collectors_.size(), 0);
     uint64_t samples = 0;
     RingCounters range;
@@ -170,6 +171,11 @@ void Session::finish_previous() {
     clear_status();  // what follows goes on lines of its own
     if (!feature_error.empty()) log_ << "ringcap: the header features were not written (" << feature_error << ")\n";
     name_finished(out.file(), data_size, samples);
+    if (failed != UINT64_MAX)
+        log_ << "ringcap: ERROR: a write to " << files_.back() << " failed: it keeps " << data_size
+             << " bytes of data, up to the last whole record before the failure (" << unwritten
+             << " bytes not written)\n";
+    unwritten_bytes_ += unwritten;
     file_bytes_ += data_size;
     if (opts_.build_id_cache && !build_ids.empty()) cache_build_ids(build_ids);
     prev_output_.reset();

@@ -111,6 +111,8 @@ std::string write_error_hint(int err) {
         case EDQUOT: return " (the disk quota is used up)";
         case EFBIG: return " (the file reached RLIMIT_FSIZE, see ulimit -f, or the filesystem's largest file)";
         case EIO: return " (the device reported an I/O error: see dmesg)";
+        case ECANCELED: return " (io_uring kept cancelling the write: no io-wq worker could be started, see ulimit -u "
+                               "and free memory, or the ring was being torn down)";
         default: return "";
     }
 }

@@ -14,7 +14,7 @@
 namespace ringcap {
 
 namespace {
-constexpr uint32_t kMaxEagain = 1000;  // consecutive EAGAINs on one write before we call it an error
+constexpr uint32_t kMaxEagain = 1000;  // consecutive EAGAIN/EINTR/ECANCELED on one write before it is an error
 // Indexes in the files given to the loop: a direct and a buffered descriptor per file, two files
 // (rotation alternates, so that the previous file's writes can end while the next one's start).
 constexpr unsigned direct_file(uint8_t gen) { return 2u * gen; }
@@ -44,8 +44,9 @@ void Writer::switch_to(OutputFile& file, FileSpace& space) {
     // failure in the previous file is its own (previous_failed_offset()).
     failed_offset_prev_ = first_failed_offset_;
     data_offset_ = space.start();
+    // Also after an error: the buffers it drops from now on are counted in the next file as they come.
     failed_start_ = first_failed_offset_ = UINT64_MAX;
-    if (!error_) published_kept_end_.store(UINT64_MAX);
+    published_kept_end_.store(UINT64_MAX);
     published_owed_.store(owed());
 }
 
@@ -79,15 +80,18 @@ void Writer::queue(const StagingBuffer& b) {
         published_owed_.store(owed());
         return;
     }
-    s = Slot{offset, offset, 0, uint32_t(b.len), 0, true, gen_};
+    s = Slot{offset, offset, 0, uint32_t(b.len), 0, false, gen_};
     bytes_queued_ += b.len;
-    ++in_flight_;
-    ++in_flight_gen_[gen_];
     if (error_) {
         // After an I/O error nothing more goes to disk; the buffer is accounted as not kept.
-        on_completion(b.index, -ECANCELED);
+        note_failure(s);
+        pool_.release(b.index);
+        published_owed_.store(owed());
         return;
     }
+    s.busy = true;
+    ++in_flight_;
+    ++in_flight_gen_[gen_];
     if (offset + b.len > space().allocated_end() && space().preallocating()) ++stats_.beyond_allocation;
     // Its SQE would follow the fallocate's into the same submit, and find the inode lock taken (a
     // punted write): it goes out once the allocation is done, at its reserved offset.
@@ -143,14 +147,17 @@ void Writer::on_completion(uint32_t index, int res) {
     }
     Slot& s = slots_[index];
     assert(s.busy);
-    if (fault_ && res != -ECANCELED) res = fault_(s.offset, s.len - s.done, res);
-    if (res == -EAGAIN || res == -EINTR) {
+    if (fault_) res = fault_(s.offset, s.len - s.done, res);
+    // ECANCELED: this write SQE (never linked, never cancelled by us) was cancelled before it ran,
+    // by io-wq that could not start a worker for it or by the ring going away. Nothing of it reached
+    // the file and it may be sent again at its offset; a lasting cause ends as an error below.
+    if (res == -EAGAIN || res == -EINTR || res == -ECANCELED) {
         if (++s.eagain <= kMaxEagain) {
             ++stats_.retries;
             issue(index);
             return;
         }
-        res = -EAGAIN;
+        if (res == -EINTR) res = -EAGAIN;
     }
     if (res > 0 && uint32_t(res) < s.len - s.done) {
         // Short write: the kernel took part of it; send the rest from where it stopped.
@@ -165,16 +172,9 @@ void Writer::on_completion(uint32_t index, int res) {
     }
     if (res <= 0) {
         // 0 bytes written for a non-empty write means no progress is possible (treat as ENOSPC).
-        int err = res == 0 ? ENOSPC : -res;
-        if (err != ECANCELED && !error_) error_ = err;
-        // s.offset has moved past what a short write got through: that part is on disk.
-        if (s.gen != gen_) {
-            failed_offset_prev_ = std::min(failed_offset_prev_, s.offset);  // the previous file's
-        } else {
-            if (s.offset < first_failed_offset_) first_failed_offset_ = s.offset;
-            if (s.start < failed_start_) failed_start_ = s.start;
-            published_kept_end_.store(first_failed_offset_);
-        }
+        const int err = res == 0 ? ENOSPC : -res;
+        if (!error_) error_ = err;
+        note_failure(s);
     } else {
         stats_.bytes += uint32_t(res);
     }
@@ -183,6 +183,17 @@ void Writer::on_completion(uint32_t index, int res) {
     --in_flight_gen_[s.gen];
     pool_.release(index);
     published_owed_.store(owed());
+}
+
+void Writer::note_failure(const Slot& s) {
+    // s.offset has moved past what a short write got through: that part is on disk.
+    if (s.gen != gen_) {
+        failed_offset_prev_ = std::min(failed_offset_prev_, s.offset);  // the previous file's
+        return;
+    }
+    if (s.offset < first_failed_offset_) first_failed_offset_ = s.offset;
+    if (s.start < failed_start_) failed_start_ = s.start;
+    published_kept_end_.store(first_failed_offset_);
 }
 
 uint64_t Writer::owed() const {

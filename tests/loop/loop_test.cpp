@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -223,4 +224,71 @@ TEST_CASE("a watched source reports every time it becomes readable, on both back
         loop->run_once(h, true);  // blocks until the wake-up is delivered
         CHECK(h.wakes == i);
     }
+}
+
+TEST_CASE("io_uring: a registered-file update the kernel refuses leaves the prepared writes to the other files valid",
+          "[loop][rotation]") {
+    // Rotation replaces the next file's slots while SQEs for the previous file's slots are prepared
+    // (Writer::queue_partial, then switch_to). A refused update must not take the table from them.
+    require_uring();
+    LoopConfig cfg;
+    cfg.backend = Backend::Uring;
+    cfg.rings = 0;
+    cfg.writes_in_flight = 8;
+    auto loop = make_loop(cfg, nullptr);
+    char pa[] = "/tmp/ringcap-loop-XXXXXX", pb[] = "/tmp/ringcap-loop-XXXXXX";
+    UniqueFd a(::mkstemp(pa)), b(::mkstemp(pb));
+    REQUIRE(a);
+    REQUIRE(b);
+    ::unlink(pa);
+    ::unlink(pb);
+    const int files[4] = {a.get(), a.get(), a.get(), a.get()};  // as Writer attaches them
+    loop->attach_output(files, {});
+    constexpr uint32_t kLen = 4096;
+    std::vector<std::byte> buf(4 * kLen);
+    for (size_t i = 0; i < buf.size(); ++i) buf[i] = std::byte(1 + i / kLen);
+    Recorder h;
+    h.write_results.assign(5, 0);
+    auto complete = [&](std::initializer_list<uint32_t> slots) {
+        for (int waits = 0; waits < 100; ++waits) {
+            bool all = true;
+            for (uint32_t s : slots) all &= h.write_results[s] != 0;
+            if (all) return;
+            loop->run_once(h, true);
+        }
+        FAIL("writes not completed");
+    };
+    loop->write(0, 0, buf.data(), kLen, 0);  // prepared, not submitted
+    loop->write(1, 1, buf.data() + kLen, kLen, kLen);
+    // The kernel never registers an io_uring's own fd: the update fails (EBADF).
+    io_uring other;
+    REQUIRE(io_uring_queue_init(2, &other, 0) == 0);
+    const int refused[2] = {other.ring_fd, other.ring_fd};
+    loop->update_output(2, refused);
+    complete({0, 1});
+    CHECK(h.write_results[0] == int(kLen));
+    CHECK(h.write_results[1] == int(kLen));
+    // The previous file's slots still work (the rest of a short write goes there).
+    loop->write(2, 0, buf.data() + 2 * kLen, kLen, 2 * kLen);
+    complete({2});
+    CHECK(h.write_results[2] == int(kLen));
+    // The refused slots go to their own descriptor, never to what the table still holds there (A).
+    loop->write(3, 2, buf.data() + 3 * kLen, kLen, 3 * kLen);
+    complete({3});
+    CHECK(h.write_results[3] < 0);
+    io_uring_queue_exit(&other);
+    struct stat st {};
+    REQUIRE(::fstat(a.get(), &st) == 0);
+    CHECK(st.st_size == 3 * kLen);
+    std::vector<std::byte> back(3 * kLen);
+    REQUIRE(::pread(a.get(), back.data(), back.size(), 0) == ssize_t(back.size()));
+    CHECK(std::equal(back.begin(), back.end(), buf.begin()));
+    // The next switch, to a file the kernel takes: written there.
+    const int next[2] = {b.get(), b.get()};
+    loop->update_output(2, next);
+    loop->write(4, 3, buf.data(), kLen, 0);
+    complete({4});
+    CHECK(h.write_results[4] == int(kLen));
+    REQUIRE(::pread(b.get(), back.data(), kLen, 0) == ssize_t(kLen));
+    CHECK(std::equal(back.begin(), back.begin() + kLen, buf.begin()));
 }

@@ -2,8 +2,13 @@
 // in order, with the same counts as the summary.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <cerrno>
 #include <numeric>
+#include <poll.h>
 #include <sstream>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "ringcap/collector_thread.hpp"
 #include "ringcap/recorder.hpp"
@@ -127,4 +132,76 @@ TEST_CASE("several collectors on 64 synthetic rings: 4 collectors drain all into
     CHECK_FALSE(file->counts.truncated);
     CHECK(file->counts.samples == sum.total.samples);
     CHECK(file->counts.unknown_ids == 0);
+}
+
+TEST_CASE("a collector that stops on a write error with a switch pending: the failure is the previous file's, it owes nothing in the next",
+          "[threads][rotation]") {
+    // The session's side of --switch-output, played by hand. The collector's write fails and it
+    // leaves its loop without acknowledging the switch round: here the switch is asked for once it
+    // stopped, which to the collector is the same as a failure between the request and its
+    // acknowledgement. The session sizes the previous file by previous_failed_offset() and the next
+    // one by owed() and kept_end(): each must be about its own file.
+    SyntheticConfig cfg;
+    cfg.rings = 1;
+    cfg.record_bytes = 2048;
+    cfg.samples_per_ring = 2048;  // 4 MiB, then the producer stops
+    SyntheticSource source(cfg);
+    std::vector<perf_event_attr> attrs{source.attr(source.specs().front(), SamplingConfig{})};
+    source.open(attrs, 64);
+    TempDir dir("switch-fail");
+    OutputFile first = OutputFile::create(dir.path + "/perf.data", false);
+    OutputFile next = OutputFile::create(dir.path + "/perf.data", false, /*own_path=*/true);
+    constexpr uint64_t kData = 8192, kFailFrom = kData + (1u << 20);
+    FileSpace first_space(kData, false), next_space(kData, false);
+    UniqueFd done(::eventfd(0, EFD_CLOEXEC));
+    REQUIRE(done);
+    // Every write from 1 MiB into the data on fails (EIO); the lowest one is where the file ends.
+    auto failed_at = std::make_shared<std::atomic<uint64_t>>(UINT64_MAX);
+    CollectorThread::Setup s;
+    s.config.loop.rings = 1;
+    s.config.staging_buffers = 8;
+    s.config.staging_buffer_bytes = 256 * 1024;
+    s.config.loop.writes_in_flight = 8;
+    s.config.events = 1;
+    s.config.pressure_off = true;
+    s.config.write_fault = [failed_at](uint64_t off, uint32_t, int res) {
+        if (off < kFailFrom) return res;
+        uint64_t seen = failed_at->load();
+        while (off < seen && !failed_at->compare_exchange_weak(seen, off)) {}
+        return -EIO;
+    };
+    s.rings = source.rings();
+    s.file = &first;
+    s.space = &first_space;
+    std::ostringstream log;
+    s.log = &log;
+    s.done_fd = done.get();
+    CollectorThread c(std::move(s));
+    c.start();
+    source.enable();
+    // It ends on its own at the failure, and says so on `done`.
+    while (!c.ended()) {
+        pollfd p{done.get(), POLLIN, 0};
+        REQUIRE(::poll(&p, 1, 30000) == 1);  // a guard against a hang, not a timing
+        uint64_t n;
+        REQUIRE(::read(done.get(), &n, sizeof n) == ssize_t(sizeof n));
+    }
+    REQUIRE(c.cause() == StopCause::WriteError);
+    c.request_switch(1, &next, &next_space);
+    c.request_round(1);
+    source.disable();
+    c.drain();
+    INFO(log.str());
+    REQUIRE(failed_at->load() != UINT64_MAX);
+    CHECK(c.write_error() == EIO);
+    CHECK(c.previous_settled());
+    // All it wrote was the previous file's, up to its failure there.
+    CHECK(c.previous_failed_offset() == failed_at->load());
+    // Nothing of it in the next file: no failure, no debt at offsets of the previous one.
+    CHECK(c.kept_end() == UINT64_MAX);
+    CHECK(c.owed() == UINT64_MAX);
+    CHECK(next_space.end() == kData);
+    // Its counters at the switch are all it read (the previous file's samples).
+    CHECK(c.switch_point().round == 1);
+    CHECK(c.switch_point().counters.rings.at(0).ring.samples == c.snapshot().rings.at(0).ring.samples);
 }

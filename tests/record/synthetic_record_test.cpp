@@ -4,7 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <linux/magic.h>
 #include <linux/perf_event.h>
 #include <liburing.h>
@@ -13,7 +15,9 @@
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
+#include <unistd.h>
 
+#include "ringcap/perf_data.hpp"
 #include "ringcap/recorder.hpp"
 #include "ringcap/sys.hpp"
 #include "testkit/perf_data_reader.hpp"
@@ -355,4 +359,74 @@ TEST_CASE("compressed (-z): the same records with and without compression, and p
     CHECK(std::count(want.begin(), want.end(), '\n') == 12000);
     CHECK(sorted_script(perf, packed.path) == want);
     CHECK(sorted_script(perf, packed2.path) == want);
+}
+
+TEST_CASE("compressed (-z): the disk full in the middle of a buffer keeps every whole record that reached it, perf reads the file",
+          "[record][synthetic][compress]") {
+    const std::string perf = require_perf();
+    TempFile f("synth-z-full");
+    SyntheticConfig cfg;
+    cfg.rings = 2;
+    cfg.record_bytes = 8192;
+    cfg.samples_per_ring = 1000;
+    cfg.random_stacks = true;  // frames of many COMPRESSED records, most of them not 8-byte sized
+    SyntheticSource source(cfg);
+    RecordOptions o;
+    o.back_pressure = false;
+    o.mmap_pages = 64;
+    o.duration_s = 60;  // the write error ends it
+    o.output = f.path;
+    o.build_ids = false;
+    o.compression_level = 1;
+    // As a filling disk does: the first write that completes 2 MiB into the file takes half of its
+    // buffer, the rest fails with ENOSPC. What that half holds is read back at once (finish() cuts
+    // the file there). One collector: called on its thread only.
+    struct Full {
+        uint64_t start = 0, rest = 0;
+        std::vector<std::byte> took;
+    };
+    auto full = std::make_shared<Full>();
+    const std::string path = f.path;
+    o.write_fault = [full, path](uint64_t off, uint32_t len, int res) {
+        if (res <= 0) return res;
+        if (full->rest) return off == full->rest ? -ENOSPC : res;
+        if (off < (2u << 20) || len < 2) return res;
+        full->start = off;
+        full->rest = off + len / 2;
+        full->took.resize(len / 2);
+        UniqueFd in(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+        if (!in || ::pread(in.get(), full->took.data(), full->took.size(), off_t(off)) != ssize_t(full->took.size()))
+            full->took.clear();
+        return int(len / 2);
+    };
+    std::ostringstream log;
+    RecordSummary sum;
+    const int rc = run_record(o, source, log, &sum);
+    INFO(log.str());
+    CHECK(rc == 1);
+    CHECK(log.str().find("No space left on device") != std::string::npos);
+    REQUIRE(full->rest != 0);
+    REQUIRE(full->took.size() == full->rest - full->start);
+    // The whole records of what the disk took of that buffer, walked by their sizes.
+    UniqueFd fd(::open(f.path.c_str(), O_RDONLY | O_CLOEXEC));
+    REQUIRE(fd);
+    PerfFileHeader h{};
+    REQUIRE(::pread(fd.get(), &h, sizeof h, 0) == ssize_t(sizeof h));
+    const std::vector<std::byte>& took = full->took;
+    uint64_t whole = 0;
+    bool unaligned = false;
+    for (perf_event_header r; whole + sizeof r <= took.size(); whole += r.size) {
+        std::memcpy(&r, took.data() + whole, sizeof r);
+        REQUIRE(r.size >= sizeof r);
+        if (whole + r.size > took.size()) break;
+        unaligned |= r.size % 8 != 0;
+    }
+    REQUIRE(unaligned);  // the case at hand
+    CHECK(h.data.offset + h.data.size == full->start + whole);
+    // perf reads it to its end (a frame cut between records decompresses up to there).
+    const PerfStats stats = perf_report_stats(perf, f.path);
+    INFO(stats.output);
+    CHECK(stats.ok());
+    CHECK(stats.count("SAMPLE") > 0);
+    CHECK(perf_script_complaints(perf, f.path).empty());
 }
