@@ -33,9 +33,18 @@ public:
         }
         fd_.reset();  // not held
     }
+    // Released explicitly: the duplicate shares the directory fd's open file description, which
+    // the output keeps open for the whole record, and a flock belongs to the description. Closing
+    // the duplicate alone kept the directory locked until the record ended, so every later start or
+    // rotation in it waited the full second and went on without the lock.
+    ~DirLock() {
+        if (fd_) ::flock(fd_.get(), LOCK_UN);
+    }
+    DirLock(const DirLock&) = delete;
+    DirLock& operator=(const DirLock&) = delete;
 
 private:
-    UniqueFd fd_;  // a duplicate of the directory's fd: closing it releases the lock
+    UniqueFd fd_;  // a duplicate of the directory's fd
 };
 
 // Whether the flock on the file `st` describes is held by a process that is gone (/proc/locks names
