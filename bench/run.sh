@@ -13,7 +13,10 @@
 #    synthetic benchmark with -z: what one collector compresses, and the ratio, 14 = 7 with the
 #    output disk throttled to THROTTLE_MBPS (200) MB/s for both tools (cgroup io.max or blkio),
 #    15 the workload's own slowdown: fixed CPU work on every CPU, timed alone, under perf record
-#    and under ringcap record, -F 10000 --call-graph dwarf, with and without -z)
+#    and under ringcap record, -F 10000 --call-graph dwarf, with and without -z, 16 idle
+#    IDLE_SECONDS (60) at -a -F 100: each thread's wake-ups per second and CPU, perf beside ringcap,
+#    17 a LONG_MINUTES (10) ringcap capture at -F 100 with --switch-output=1m: CPU, peak RSS, every
+#    file read by perf; both in bench/idle.sh)
 # Busy workloads print, per ringcap run: kernel-lost, dropped and cut samples (back-pressure), CPU
 # and bytes per captured sample.
 #
@@ -84,13 +87,15 @@ ROOT=$(dirname "$HERE")
 PERF=${PERF:-perf}
 RAW=0
 KEEP=""
-ONLY="1,2,3,4,5,6,7,8,9,10,11,12,13,14,15"
+ONLY="1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17"
+IDLE_SECONDS=${IDLE_SECONDS:-60}
+LONG_MINUTES=${LONG_MINUTES:-10}
 QUICK=0
 
 usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
-        --quick) QUICK=1; RUNS=1; DURATION=1 ;;
+        --quick) QUICK=1; RUNS=1; DURATION=1; IDLE_SECONDS=10; LONG_MINUTES=1 ;;
         --runs) RUNS=$2; shift ;;
         --duration) DURATION=$2; shift ;;
         --only) ONLY=$2; shift ;;
@@ -693,6 +698,13 @@ if want 13; then
         echo "workload 13 skipped: no ringcap_synthbench next to $RINGCAP (set SYNTHBENCH=...)"
     fi
 fi
+
+for w in 16 17; do
+    want $w || continue
+    echo
+    if [ $w = 16 ]; then mode=(idle "$IDLE_SECONDS"); else mode=(long "$LONG_MINUTES"); fi
+    PERF="$PERF" RINGCAP="$RINGCAP" WORK="$WORK" "$HERE/idle.sh" "${mode[@]}" || echo "  ! bench/idle.sh ${mode[*]} failed (exit $?)"
+done
 
 echo
 echo "total time: $(( $(date +%s) - BENCH_START )) s"

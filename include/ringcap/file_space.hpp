@@ -27,7 +27,7 @@ public:
     // File offset for `len` bytes of data (one buffer).
     uint64_t reserve(uint64_t len) {
         const uint64_t offset = next_.fetch_add(len);
-        tell_growth();
+        tell_growth(offset + len);
         return offset;
     }
     // The same for a collector's buffer under --max-size: false (nothing reserved) when the data
@@ -36,25 +36,27 @@ public:
     bool reserve_within(uint64_t len, uint64_t* offset) {
         if (hard_limit_.load(std::memory_order_relaxed) == UINT64_MAX) {
             *offset = next_.fetch_add(len);
-            tell_growth();
+            tell_growth(*offset + len);
             return true;
         }
         const bool ok = reserve_limited(len, offset);
-        tell_growth();
+        if (ok) tell_growth(*offset + len);
         return ok;
     }
-    // The session's main thread sleeps until the data grows: this arms a one-shot notice (the next
-    // reservation writes 1 to the eventfd `fd`), unless the data already grew past `seen`: then
-    // nothing is armed and it returns false. A reservation costs one more load for it.
-    bool notify_growth(int fd, uint64_t seen) {
+    // The session's main thread sleeps until the data grows: this arms a one-shot notice (the first
+    // reservation that takes the end to `target` or beyond writes 1 to the eventfd `fd`), unless
+    // the end is there already: then nothing is armed and it returns false. A reservation costs
+    // one more load for it.
+    bool notify_growth(int fd, uint64_t target) {
         // Both sides store, then load the other's variable (seq_cst): either the reservation sees
         // the notice armed, or this sees the reservation's end. Never neither.
-        growth_fd_.store(fd, std::memory_order_seq_cst);
-        if (next_.load(std::memory_order_seq_cst) == seen) return true;
-        growth_fd_.store(-1, std::memory_order_relaxed);
+        growth_fd_ = fd;  // before the target is published (seq_cst store below)
+        growth_target_.store(target, std::memory_order_seq_cst);
+        if (next_.load(std::memory_order_seq_cst) < target) return true;
+        cancel_growth_notice();
         return false;
     }
-    void cancel_growth_notice() { growth_fd_.store(-1, std::memory_order_relaxed); }
+    void cancel_growth_notice() { growth_target_.store(UINT64_MAX, std::memory_order_relaxed); }
     // --max-size: data ends at most at `hard` (a file offset); `soft` <= `hard`. The callback is
     // set before the writers start; the limits may be lowered later.
     void on_soft_limit(std::function<void()> f) { on_soft_ = std::move(f); }
@@ -94,9 +96,9 @@ public:
 
 private:
     bool reserve_limited(uint64_t len, uint64_t* offset);
-    void tell_growth() {
-        if (growth_fd_.load(std::memory_order_seq_cst) < 0) return;
-        if (const int fd = growth_fd_.exchange(-1); fd >= 0) write_notice(fd);
+    void tell_growth(uint64_t end) {
+        if (end < growth_target_.load(std::memory_order_seq_cst)) return;  // not armed (UINT64_MAX), or not yet
+        if (growth_target_.exchange(UINT64_MAX) != UINT64_MAX) write_notice(growth_fd_);
     }
     static void write_notice(int fd);
 
@@ -109,7 +111,8 @@ private:
     std::function<void()> on_allocated_;
     std::atomic<uint64_t> soft_limit_{UINT64_MAX}, hard_limit_{UINT64_MAX};
     std::atomic<bool> soft_fired_{false};
-    std::atomic<int> growth_fd_{-1};
+    std::atomic<uint64_t> growth_target_{UINT64_MAX};
+    int growth_fd_ = -1;
     std::function<void()> on_soft_;
 };
 

@@ -21,6 +21,11 @@ struct MainWake {
     // rounds cost hotspot's parser a 30 MB buffer, 50 ms ones 17 MB for no CPU we could measure;
     // 20 ms cost 15-25 % more collector CPU (a flush and a marker per round).
     static constexpr auto kRoundSpacing = std::chrono::milliseconds(50);
+    // Below kQuietBytes of new data a round waits kQuietSpacing: what a reader holds stays as
+    // small, and an idle capture writes a marker (and wakes for its acknowledgement) every 5 s, not
+    // at each 1 s flush.
+    static constexpr uint64_t kQuietBytes = 1ull << 20;
+    static constexpr auto kQuietSpacing = std::chrono::seconds(5);
     // Progress that nothing signals is looked at this often.
     static constexpr auto kPoll = std::chrono::milliseconds(100);
     // CPU hotplug: checked on any wake-up kHotplugEvery after the last check, and at the latest
@@ -33,7 +38,7 @@ struct MainWake {
 
     Time now{};
     bool round_pending = false;  // requested, not yet acknowledged by every collector (an event will say)
-    bool new_data = false;       // the data grew since the last round was requested
+    uint64_t new_bytes = 0;      // what the data grew by since the last round was requested
     Time last_round{};           // when the last round's marker was written
     std::optional<Time> duration_end;  // --duration
     std::optional<Time> status_due;    // the live status line

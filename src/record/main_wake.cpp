@@ -10,10 +10,11 @@ std::optional<MainWake::Time> MainWake::next() const {
     auto take = [&t](std::optional<Time> d) {
         if (d && (!t || *d < *t)) t = d;
     };
-    // A round is requested once there is new data and the spacing since the last one has passed;
+    // A round is requested once there is new data and the spacing since the last one has passed
+    // (longer while there is little);
     // while one is pending its acknowledgements are events, and without new data there is nothing
     // to order (the data growing is an event).
-    if (new_data && !round_pending) take(last_round + kRoundSpacing);
+    if (new_bytes > 0 && !round_pending) take(last_round + (new_bytes >= kQuietBytes ? kRoundSpacing : kQuietSpacing));
     take(duration_end);
     take(status_due);
     take(hotplug_due);

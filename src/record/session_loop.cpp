@@ -23,7 +23,7 @@ MainWake Session::wake_plan(Clock::time_point now, Clock::time_point last_hotplu
     MainWake w;
     w.now = now;
     w.round_pending = round_ != 0;
-    w.new_data = space_->end() != round_data_;
+    w.new_bytes = space_->end() - round_data_;
     w.last_round = last_round_;
     w.duration_end = deadline_;
     if (opts_.live_status) w.status_due = last_status_ + kStatusEvery;
@@ -51,10 +51,13 @@ void Session::wait_for_stop() {
         pollfd fds[3] = {{signals_.fd(), POLLIN, 0}, {done_fd_.get(), POLLIN, 0}, {-1, POLLIN, 0}};
         if (watch_command) fds[2].fd = command_->pidfd();
         const MainWake w = wake_plan(Clock::now(), last_hotplug);
-        // No new data and no round pending: the next reservation wakes us (the eventfd the
-        // collectors' acknowledgements use), unless one came in between.
-        const bool idle = !w.new_data && !w.round_pending;
-        if (!idle || space_->notify_growth(done_fd_.get(), round_data_)) ::poll(fds, 3, w.timeout_ms());
+        // No round pending and less data than calls for one at the usual spacing: the reservation
+        // that changes that wakes us (on the eventfd the collectors' acknowledgements use): the
+        // first one after a round (its data wants the header refreshed), or the one past
+        // kQuietBytes. Unless it came in between.
+        const bool idle = w.new_bytes < MainWake::kQuietBytes && !w.round_pending;
+        const uint64_t target = round_data_ + (w.new_bytes == 0 ? 1 : MainWake::kQuietBytes);
+        if (!idle || space_->notify_growth(done_fd_.get(), target)) ::poll(fds, 3, w.timeout_ms());
         if (idle) space_->cancel_growth_notice();  // awake now: our own writes need not wake us
         if (fds[0].revents) {
             const std::string sig = signals_.take();
@@ -209,7 +212,8 @@ void Session::round() {
     }
     // A new round only when there is new data, and not too soon.
     const uint64_t data = space_->end();
-    if (data == round_data_ || now - last_round_ < MainWake::kRoundSpacing) return;
+    const auto spacing = data - round_data_ >= MainWake::kQuietBytes ? MainWake::kRoundSpacing : MainWake::kQuietSpacing;
+    if (data == round_data_ || now - last_round_ < spacing) return;
     round_data_ = data;
     round_ = rounds_ + 1;
     for (auto& c : collectors_) c->request_round(round_);

@@ -26,7 +26,9 @@ TEST_CASE("main wake: an idle per-task capture waits for an event only", "[wake]
 
 TEST_CASE("main wake: new data is rounded once the spacing since the last round passed", "[wake]") {
     MainWake w = idle();
-    w.new_data = true;
+    w.new_bytes = 4096;  // a little: an idle capture's flush
+    CHECK(w.timeout_ms() == 4990);  // 5 s after the last marker
+    w.new_bytes = 1 << 20;  // a buffer's worth
     CHECK(w.timeout_ms() == 40);  // 50 ms after the last marker
     w.last_round = t0 - 2s;  // long ago (an idle capture's first data): at once
     CHECK(w.timeout_ms() == 0);
@@ -59,7 +61,7 @@ TEST_CASE("main wake: a rotation under way or a pipe polls, the earliest deadlin
     MainWake w = idle();
     w.polling = true;
     CHECK(w.timeout_ms() == 100);
-    w.new_data = true;
+    w.new_bytes = 8 << 20;
     CHECK(w.timeout_ms() == 40);
 }
 

@@ -80,7 +80,7 @@ TEST_CASE("FileSpace growth notice: armed once, written by the next reservation,
         return ::read(ev.get(), &n, sizeof n) == sizeof n ? n : 0;
     };
     const uint64_t seen = space.end();
-    REQUIRE(space.notify_growth(ev.get(), seen));
+    REQUIRE(space.notify_growth(ev.get(), seen + 1));
     CHECK(count() == 0);  // nothing grew yet
     space.reserve(4096);
     space.reserve(4096);
@@ -88,17 +88,24 @@ TEST_CASE("FileSpace growth notice: armed once, written by the next reservation,
     space.reserve(4096);
     CHECK(count() == 0);
     // Grown since the caller looked: nothing armed, the caller does not sleep.
-    CHECK_FALSE(space.notify_growth(ev.get(), seen));
+    CHECK_FALSE(space.notify_growth(ev.get(), seen + 1));
     space.reserve(4096);
     CHECK(count() == 0);
     // Reservations under a --max-size limit tell it too.
     space.set_limit(1 << 30, 1 << 30);
-    REQUIRE(space.notify_growth(ev.get(), space.end()));
+    REQUIRE(space.notify_growth(ev.get(), space.end() + 1));
     uint64_t offset = 0;
     REQUIRE(space.reserve_within(4096, &offset));
     CHECK(count() == 1);
     // Cancelled: the session's own writes after it woke do not wake it again.
-    REQUIRE(space.notify_growth(ev.get(), space.end()));
+    // Only once the end reaches the target: a round's worth of data, not every buffer.
+    REQUIRE(space.notify_growth(ev.get(), space.end() + 3 * 4096));
+    space.reserve(4096);
+    space.reserve(4096);
+    CHECK(count() == 0);
+    space.reserve(4096);
+    CHECK(count() == 1);
+    REQUIRE(space.notify_growth(ev.get(), space.end() + 1));
     space.cancel_growth_notice();
     space.reserve(4096);
     CHECK(count() == 0);
