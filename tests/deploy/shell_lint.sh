@@ -3,9 +3,9 @@
 # Exit 77 (skipped) without shellcheck, after bash -n.
 set -u
 src="$1"
-files=("$src/deploy/slurm/prolog.sh" "$src/deploy/slurm/epilog.sh" "$src/scripts/package" "$src/scripts/test-package"
+files=("$src/deploy/slurm/prolog.sh" "$src/deploy/slurm/epilog.sh" "$src/scripts/package" "$src/scripts/test-package" "$src/scripts/test-fresh"
        "$src/tests/deploy/systemd_verify.sh" "$src/tests/deploy/shell_lint.sh" "$src/tests/deploy/slurm_test.sh"
-       "$src/tests/deploy/deb_check.sh")
+       "$src/tests/deploy/deb_check.sh" "$src/bench/idle.sh")
 fail=0
 for f in "${files[@]}"; do bash -n "$f" || { echo "FAIL: bash -n $f"; fail=1; }; done
 [ "$fail" -eq 0 ] || exit 1
