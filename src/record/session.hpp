@@ -1,7 +1,8 @@
 // The record session (internal to src/record): the coordinator on the main thread. It plans, opens
 // the source, starts the collector threads, writes what is the session's own in the file (the
 // records of what already runs, FINISHED_ROUND markers, LOST_SAMPLES, the crash-safe header), decides
-// when to stop, and finishes the file. session.cpp has the phases, session_loop.cpp the loop.
+// when to stop, and finishes the file. session.cpp has the phases, session_loop.cpp the loop,
+// session_end.cpp the stop and the finish.
 #pragma once
 
 #include <chrono>
