@@ -45,6 +45,7 @@ public:
         if (durable == published_size_) return {};
         return published_at_ + kHeaderRefresh;
     }
+    uint64_t header_covers() const { return published_size_; }
     static constexpr auto kHeaderRefresh = std::chrono::milliseconds(250);
     // The feature bits of the headers publish() and refresh_header() write (kAnchorFeatures with -z:
     // then every data size they are given must end at a compression anchor).

@@ -32,6 +32,8 @@ public:
     // When refresh_header(durable) will next write, if the header does not cover `durable` yet (the
     // session wakes for it); none when it does, or when there is no header to refresh.
     virtual std::optional<std::chrono::steady_clock::time_point> refresh_due(uint64_t /*durable*/) const { return {}; }
+    // How much data the header on disk names (0 with no header to refresh).
+    virtual uint64_t header_covers() const { return 0; }
     virtual void set_crash_features(const uint64_t (&features)[4]) = 0;
     // The session's own blocks at reserved offsets. Returns 0 or the errno.
     virtual int write_block(uint64_t offset, const void* p, size_t len) = 0;

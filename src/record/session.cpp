@@ -270,12 +270,13 @@ void Session::write_own(std::vector<std::byte>& bytes, bool pad) {
     if (!bytes.empty()) write_reserved(bytes.data(), bytes.size());
 }
 
-uint64_t Session::write_records(std::vector<std::byte>& bytes) {
+uint64_t Session::write_records(std::vector<std::byte>& bytes, uint64_t* at) {
     const bool anchor = opts_.compression_level > 0;
     size_t pad = (kStagingAlign - bytes.size() % kStagingAlign) % kStagingAlign;
     if (anchor && pad < kAnchorBytes) pad += kStagingAlign;
     const size_t records = bytes.size(), len = records + pad;
     const uint64_t offset = space_->reserve(len);
+    if (at) *at = offset;
     if (anchor) {
         const auto a = compression_anchor(offset + records, pad, compression_feature(nullptr));
         bytes.insert(bytes.end(), a.begin(), a.end());
@@ -327,6 +328,7 @@ void Session::write_start() {
     // (a duplicate is harmless).
     source_->start_tracking();
     write_start_records();
+    round_data_ = space_->end();  // their time is 0: no round marker needed after them (as at a switch)
     if (write_error_)
         throw Error("cannot write the start of '" + opts_.output + "': " + errno_text(write_error_) +
                     write_error_hint(write_error_));

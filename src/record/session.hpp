@@ -52,8 +52,8 @@ private:
     uint64_t write_reserved(const void* p, size_t len);
     // Writes whole records at reserved offsets, padded to 4 KiB. With -z the padding is a compression
     // anchor, so that the records' end becomes a data size the crash-safe header can name. The end
-    // of the block, or 0 after a failure.
-    uint64_t write_records(std::vector<std::byte>& bytes);
+    // of the block, or 0 after a failure; its offset in `*at` if asked.
+    uint64_t write_records(std::vector<std::byte>& bytes, uint64_t* at = nullptr);
     // What the crash-safe header says the data size is: everything on disk below durable_end(), or
     // with -z up to the newest anchor below it.
     uint64_t crash_safe_end();
@@ -152,7 +152,7 @@ private:
     uint64_t rounds_ = 0;       // markers written
     uint64_t round_data_ = 0;   // the data's end when the last round was requested, then past its marker
     Clock::time_point last_round_{};
-    std::pair<uint64_t, uint64_t> marker_span_{};  // crash_safe_end() before and after the last marker
+    std::pair<uint64_t, uint64_t> marker_span_{};  // the last marker's block: [offset, end)
 };
 
 }  // namespace ringcap

@@ -137,12 +137,15 @@ void Session::wait_for_stop() {
 }
 
 uint64_t Session::header_target() {
-    // A crash-safe header needs no refresh for a round marker alone: a file cut short loses nothing
-    // with it (perf delivers what it holds at the end), and an idle capture saves a write and a
-    // wake-up per round.
-    uint64_t end = crash_safe_end();
-    if (end == marker_span_.second) end = marker_span_.first;
-    return end - output_->data_offset();
+    // A crash-safe header needs no refresh for a round marker alone: when the header already names
+    // everything before the marker, a file cut short loses nothing without it (perf delivers what it
+    // holds at the end), and an idle capture saves a write and a wake-up per round. With -z the
+    // marker is what makes the data before it crash-safe (its anchor), so that data is published
+    // with it.
+    const uint64_t offset = output_->data_offset();
+    const uint64_t end = crash_safe_end(), covered = offset + output_->header_covers();
+    if (end > covered && covered >= marker_span_.first && end <= marker_span_.second) return covered - offset;
+    return end - offset;
 }
 
 void Session::print_status() {
@@ -190,10 +193,10 @@ void Session::round() {
         std::vector<std::byte> marker(sizeof(perf_event_header));
         const perf_event_header fr = finished_round_record();
         std::memcpy(marker.data(), &fr, sizeof fr);
-        const uint64_t before = crash_safe_end();
-        const uint64_t end = write_records(marker);
+        uint64_t at = 0;
+        const uint64_t end = write_records(marker, &at);
         if (end == 0) return;
-        marker_span_ = {before, crash_safe_end()};
+        marker_span_ = {at, end};
         // Only data beyond the marker calls for another round: the marker itself is not new data
         // (else an idle capture would write a marker every round spacing, forever).
         round_data_ = end;
