@@ -352,7 +352,7 @@ std::vector<size_t> split_rings(const std::string& threads, const std::vector<in
         for (size_t i = 0; i < n % parts; ++i) ++sizes[i];
         return sizes;
     };
-    if (threads.empty()) return even(1);
+    if (threads.empty()) return even(std::min(n, kDefaultCollectors));
     if (threads == "cpu") return even(n);
     if (std::all_of(threads.begin(), threads.end(), ::isdigit)) return even(std::stoul(threads));
     // core, package, numa: runs of consecutive rings whose CPUs share the group (cpu_group_key).

@@ -73,9 +73,9 @@ uint32_t stack_dump_at_end(const perf_event_attr& a) {
 }  // namespace
 
 void Session::start_collectors(const RecordPlan& plan, const std::vector<perf_event_attr>& attrs) {
-    // The rings split among collectors (--threads), each on a thread of its own near its rings. One
-    // collector (the default) runs anywhere: with the CPUs busy, pinning it only takes away the
-    // scheduler's choice (README, Performance).
+    // The rings split among collectors (--threads; by default one per CPU), each on a thread of its
+    // own pinned near its rings. One collector for all of them (--threads 1) runs anywhere: with the
+    // CPUs busy, pinning it only takes away the scheduler's choice.
     const auto rings = source_->rings();
     std::vector<int> cpus;
     for (const auto& r : rings) cpus.push_back(r.cpu);
@@ -128,7 +128,7 @@ void Session::start_collectors(const RecordPlan& plan, const std::vector<perf_ev
         }
         s.rings = rings.subspan(first, n);
         s.first_ring = first;
-        if (!opts_.threads.empty())
+        if (sizes.size() > 1)
             for (size_t i = first; i < first + n; ++i)
                 if (std::find(online.begin(), online.end(), cpus[i]) != online.end()) s.cpus.push_back(cpus[i]);
         s.file = &output_->file();

@@ -34,9 +34,17 @@ TEST_CASE("threads option values: a number or cpu, core, package, numa", "[threa
     CHECK_THROWS_AS(parse_record_args({"-a", "--threads=lots"}), Error);
 }
 
-TEST_CASE("rings are split into consecutive runs, evenly for a number, one per CPU for cpu", "[threads]") {
+TEST_CASE("rings are split into consecutive runs, evenly for a number, one per CPU for cpu and by default", "[threads]") {
     const std::vector<int> cpus{0, 1, 2, 3, 4, 5, 6};
-    CHECK(split_rings("", cpus) == std::vector<size_t>{7});
+    CHECK(split_rings("1", cpus) == std::vector<size_t>{7});
+    // The default: one per CPU, at most kDefaultCollectors of them.
+    CHECK(split_rings("", cpus) == std::vector<size_t>(7, 1));
+    std::vector<int> many(40);
+    std::iota(many.begin(), many.end(), 0);
+    const auto sizes = split_rings("", many);
+    CHECK(sizes.size() == kDefaultCollectors);
+    CHECK(std::accumulate(sizes.begin(), sizes.end(), size_t(0)) == 40);
+    CHECK(*std::max_element(sizes.begin(), sizes.end()) - *std::min_element(sizes.begin(), sizes.end()) <= 1);
     CHECK(split_rings("3", cpus) == std::vector<size_t>{3, 2, 2});
     CHECK(split_rings("10", cpus) == std::vector<size_t>(7, 1));  // never more collectors than rings
     CHECK(split_rings("cpu", cpus) == std::vector<size_t>(7, 1));

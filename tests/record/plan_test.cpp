@@ -41,14 +41,15 @@ struct EdgeOnlySource final : RingSource {
 
 }  // namespace
 
-TEST_CASE("default ring size: perf's 128 pages, or up to 8 MiB per ring and 256 MiB in all with CAP_IPC_LOCK",
+TEST_CASE("default ring size: perf's 128 pages, or up to 32 MiB per ring and 256 MiB in all with CAP_IPC_LOCK",
           "[plan]") {
     CHECK(default_ring_pages(2, false, 4096) == 128);
     CHECK(default_ring_pages(512, false, 4096) == 128);
-    CHECK(default_ring_pages(1, true, 4096) == 2048);
-    CHECK(default_ring_pages(2, true, 4096) == 2048);
-    CHECK(default_ring_pages(32, true, 4096) == 2048);  // 32 x 8 MiB = 256 MiB
-    CHECK(default_ring_pages(33, true, 4096) == 1024);
+    CHECK(default_ring_pages(1, true, 4096) == 8192);
+    CHECK(default_ring_pages(2, true, 4096) == 8192);
+    CHECK(default_ring_pages(8, true, 4096) == 8192);  // 8 x 32 MiB = 256 MiB
+    CHECK(default_ring_pages(9, true, 4096) == 4096);
+    CHECK(default_ring_pages(32, true, 4096) == 2048);
     CHECK(default_ring_pages(64, true, 4096) == 1024);
     CHECK(default_ring_pages(256, true, 4096) == 256);
     CHECK(default_ring_pages(4096, true, 4096) == 128);  // never below perf's default
@@ -58,7 +59,7 @@ TEST_CASE("the plan takes -m as given, else the default for its ring count", "[p
     PerfSource two({parse_event("cpu-clock")}, cpus(2)), many({parse_event("cpu-clock")}, cpus(64));
     const RecordOptions dflt = options({"-a"});
     CHECK(RecordPlan::make(dflt, two, host(false)).ring_pages() == 128);
-    CHECK(RecordPlan::make(dflt, two, host(true)).ring_pages() == 2048);
+    CHECK(RecordPlan::make(dflt, two, host(true)).ring_pages() == 8192);
     CHECK(RecordPlan::make(dflt, many, host(true)).ring_pages() == 1024);
     CHECK_FALSE(RecordPlan::make(dflt, two, host(true)).ring_pages_given());
     const RecordPlan given = RecordPlan::make(options({"-a", "-m", "16"}), many, host(true));

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ringcap/collector_thread.hpp"
+#include "ringcap/sys.hpp"
 #include "tools.hpp"
 
 namespace {
@@ -150,15 +152,18 @@ TEST_CASE("collectors run at SCHED_FIFO 1 and encoders at nice -5 while the main
         int rt;          // the collectors' SCHED_FIFO priority (0: none)
         size_t rt_threads;
     };
+    // By default a collector per CPU (-a records every online one).
+    const size_t n = std::min(ringcap::online_cpus().size(), ringcap::kDefaultCollectors);
     const Case cases[] = {
-        {"", "", 0, 0, 0, 1, 1},                                 // the collector real-time, the rest as started
+        {"", "", 0, 0, 0, 1, n},                                 // the collectors real-time, the rest as started
         {"", "-z --threads 2", 0, -5, 2, 1, 2},                  // two collectors real-time, their encoders at -5
-        {"", "--no-realtime", 0, -5, 1, 0, 0},
-        {"", "--collector-nice 3", 0, 3, 1, 0, 0},               // a nice chosen replaces the real-time default
+        {"", "--no-realtime", 0, -5, n, 0, 0},
+        {"", "--collector-nice 3", 0, 3, n, 0, 0},               // a nice chosen replaces the real-time default
         {"", "--collector-nice 0", 0, 0, 0, 0, 0},
-        {"", "-r 5", 0, 0, 0, 5, 1},
+        {"", "-r 5", 0, 0, 0, 5, n},
         {"nice -n 4 ", "", 4, 4, 0, 0, 0},                       // the operator's priority wins over the default
-        {"nice -n 4 ", "--collector-nice -2", 4, -2, 1, 0, 0},   // but not over the flag
+        {"nice -n 4 ", "--collector-nice -2", 4, -2, n, 0, 0},   // but not over the flag
+        {"", "--threads 1", 0, 0, 0, 1, 1},                      // one collector for every ring
     };
     for (const auto& c : cases) {
         INFO(c.prefix << "ringcap record " << c.flags);
@@ -195,7 +200,7 @@ TEST_CASE("collectors run at SCHED_FIFO 1 and encoders at nice -5 while the main
     INFO("nice values of ringcap's tasks in pipe mode, main thread first: " << Catch::Detail::stringify(nices));
     REQUIRE(nices.size() >= 3);
     CHECK(nices[0] == 0);
-    CHECK(std::count(nices.begin(), nices.end(), -5) == 1);  // the streamer (the collector is real-time)
+    CHECK(std::count(nices.begin(), nices.end(), -5) == 1);  // the streamer (the collectors are real-time)
     const auto rt = thread_rt_priorities(read_file(dir.path + "/threads"));
-    CHECK(std::count(rt.begin(), rt.end(), 1) == 1);
+    CHECK(size_t(std::count(rt.begin(), rt.end(), 1)) == n);
 }
