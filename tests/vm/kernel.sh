@@ -14,20 +14,22 @@ guest_kernel() {
         rm -rf "$KDIR" && mkdir -p "$KDIR"
         dpkg-deb -x "$cache/$pkg"_*.deb "$KDIR"
     fi
+    local debs=("$cache"/linux-image-*.deb) images=("$KDIR"/boot/vmlinuz-*)
     # shellcheck disable=SC2034  # for the callers
-    KDEB=$(ls "$cache"/linux-image-*.deb | head -1)
-    VMLINUZ=$(ls "$KDIR"/boot/vmlinuz-* | head -1)
+    KDEB=${debs[0]}
+    VMLINUZ=${images[0]}
     KVER=${VMLINUZ##*/vmlinuz-}
 }
 
 # The virtio modules (PCI transport and block device) in load order, copied (decompressed) into DIR;
 # prints their file names. The cloud kernel builds ext4 in, not virtio.
 guest_virtio_modules() {
-    local dir=$1 m f moddir="$KDIR/lib/modules/$KVER/kernel/drivers"
+    local dir=$1 m f found moddir="$KDIR/lib/modules/$KVER/kernel/drivers"
     for m in virtio/virtio_ring virtio/virtio virtio/virtio_pci_modern_dev virtio/virtio_pci_legacy_dev \
              virtio/virtio_pci block/virtio_blk; do
-        f=$(ls "$moddir/$m.ko"* 2>/dev/null | head -1 || true)
-        if [ -z "$f" ]; then continue; fi  # built in
+        found=("$moddir/$m.ko"*)
+        f=${found[0]}
+        if [ ! -e "$f" ]; then continue; fi  # built in
         case "$f" in
             *.ko) cp "$f" "$dir/" ;;
             *.ko.xz) xz -dc "$f" >"$dir/$(basename "$f" .xz)" ;;
