@@ -17,6 +17,7 @@
 # RINGCAP_VM_CPUS changes the number of vCPUs (default 64).
 set -euo pipefail
 
+HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=$(readlink -f "${1:?usage: many_cpus.sh RINGCAP_BINARY [WORK_DIR]}")
 WORK=$(readlink -f "${2:-$(dirname "$BIN")/vm}")
 CPUS=${RINGCAP_VM_CPUS:-64}
@@ -46,7 +47,7 @@ cd "$WORK"
 
 # The guest kernel: the package linux-image-cloud-amd64 points to, unpacked (not installed).
 # shellcheck source=tests/vm/kernel.sh
-. "$(dirname "$0")/kernel.sh"
+. "$HERE/kernel.sh"
 guest_kernel "$WORK/cache"
 
 # The initramfs: busybox, ringcap and its libraries at the paths the loader expects, the virtio
