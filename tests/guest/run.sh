@@ -15,7 +15,9 @@
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 DEB=${1:-${RINGCAP_DEB:-}}
-WORK=$(readlink -f "${2:-$SRC/build/guest}")
+WORK=${2:-$SRC/build/guest}
+mkdir -p "$WORK"
+WORK=$(readlink -f "$WORK")
 TIMEOUT_S=${RINGCAP_GUEST_TIMEOUT:-1500}
 
 skip() {
@@ -38,9 +40,8 @@ if [ ! -x "$BUSYBOX" ] || ldd "$BUSYBOX" >/dev/null 2>&1; then
     skip "$BUSYBOX is missing or not static (apt-get install busybox-static)"
 fi
 
-mkdir -p "$WORK"
+mkdir -p "$WORK" "$WORK/../vm/cache"
 CACHE=$(readlink -f "$WORK/../vm/cache")
-mkdir -p "$CACHE"
 t_start=$(date +%s)
 set +e
 "$SRC/tests/guest/image.sh" "$CACHE" >"$WORK/image.log" 2>&1
