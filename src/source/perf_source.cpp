@@ -32,10 +32,14 @@ std::string open_failure(const EventSpec& spec, int cpu, int tid, int err, const
     switch (err) {
         case EACCES:
         case EPERM:
+            // Above 2 (Debian's kernel: 3, its default) only CAP_SYS_ADMIN passes; CAP_PERFMON does
+            // not (a systemd unit whose bounding set has CAP_PERFMON alone is refused there).
             return where + "; not allowed with kernel.perf_event_paranoid=" +
                    (paranoid ? std::to_string(*paranoid) : std::string("?")) +
-                   ": run as root (or with CAP_PERFMON), or set it to -1 for system-wide capture "
-                   "(sysctl -w kernel.perf_event_paranoid=-1)";
+                   (paranoid && *paranoid > 2
+                        ? ": run as root with CAP_SYS_ADMIN (at this level CAP_PERFMON is not enough)"
+                        : ": run as root (or with CAP_PERFMON)") +
+                   ", or set it to -1 for system-wide capture (sysctl -w kernel.perf_event_paranoid=-1)";
         case ENOENT:
         case EOPNOTSUPP:
             if (attr.precise_ip)

@@ -17,6 +17,7 @@
 # RINGCAP_VM_CPUS changes the number of vCPUs (default 64).
 set -euo pipefail
 
+HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=$(readlink -f "${1:?usage: many_cpus.sh RINGCAP_BINARY [WORK_DIR]}")
 WORK=$(readlink -f "${2:-$(dirname "$BIN")/vm}")
 CPUS=${RINGCAP_VM_CPUS:-64}
@@ -45,18 +46,9 @@ mkdir -p "$WORK/cache"
 cd "$WORK"
 
 # The guest kernel: the package linux-image-cloud-amd64 points to, unpacked (not installed).
-KDIR="$WORK/cache/kernel"
-if ! ls "$KDIR"/boot/vmlinuz-* >/dev/null 2>&1; then
-    pkg=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
-    [ -n "$pkg" ] || skip "apt-cache knows no linux-image-cloud-amd64 (run apt-get update)"
-    (cd "$WORK/cache" && rm -f "$pkg"_*.deb && apt-get download -q "$pkg" >/dev/null 2>&1) ||
-        skip "apt-get download $pkg failed (no network or no apt lists)"
-    rm -rf "$KDIR" && mkdir -p "$KDIR"
-    dpkg-deb -x "$WORK/cache/$pkg"_*.deb "$KDIR"
-fi
-VMLINUZ=$(ls "$KDIR"/boot/vmlinuz-* | head -1)
-KVER=${VMLINUZ##*/vmlinuz-}
-MODDIR="$KDIR/lib/modules/$KVER/kernel/drivers"
+# shellcheck source=tests/vm/kernel.sh
+. "$HERE/kernel.sh"
+guest_kernel "$WORK/cache"
 
 # The initramfs: busybox, ringcap and its libraries at the paths the loader expects, the virtio
 # modules in load order, and /init.
@@ -68,18 +60,7 @@ for lib in $(ldd "$BIN" | grep -o '/[^ ]*'); do
     mkdir -p "$ROOT$(dirname "$lib")"
     cp -L "$lib" "$ROOT$lib"
 done
-MODS=""
-for m in virtio/virtio_ring virtio/virtio virtio/virtio_pci_modern_dev virtio/virtio_pci_legacy_dev \
-         virtio/virtio_pci block/virtio_blk; do
-    f=$(ls "$MODDIR/$m.ko"* 2>/dev/null | head -1 || true)
-    if [ -z "$f" ]; then continue; fi  # built in
-    case "$f" in
-        *.ko) cp "$f" "$ROOT/modules/" ;;
-        *.ko.xz) xz -dc "$f" >"$ROOT/modules/$(basename "$f" .xz)" ;;
-        *) fail "cannot load $f" ;;
-    esac
-    MODS="$MODS $(basename "${f%.xz}")"
-done
+MODS=$(guest_virtio_modules "$ROOT/modules" | tr '\n' ' ') || fail "cannot copy the virtio modules"
 
 cat >"$ROOT/init" <<EOF
 #!/bin/busybox sh
