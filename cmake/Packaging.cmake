@@ -3,15 +3,35 @@
 #
 # Every destination is relative to the prefix, so `cmake --install --prefix DIR` stays inside DIR:
 #   bin/ringcap
-#   share/doc/ringcap/README.md (and LICENSE as copyright, once the repository has one)
+#   share/doc/ringcap/README.md, copyright (LICENSE in Debian's machine-readable format)
 #   lib/systemd/system/ringcap-capture.{service,timer}  (with prefix /usr: /usr/lib/systemd/system,
 #       which systemd reads; nothing enables them: the package has no maintainer scripts)
 #   share/ringcap/k8s/*.yaml, share/ringcap/slurm/{prolog,epilog}.sh  (recipes to copy and adapt)
 
-install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
-if(EXISTS ${PROJECT_SOURCE_DIR}/LICENSE)
-  install(FILES LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} RENAME copyright)
+# The copyright file in Debian's machine-readable format, made from LICENSE (the MIT licence, which
+# Debian calls Expat) whenever LICENSE changes: its notice's holder, and its terms indented, with
+# " ." for blank lines.
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/LICENSE)
+file(READ ${PROJECT_SOURCE_DIR}/LICENSE _license)
+if(NOT _license MATCHES "Copyright \\(c\\) ([^\n]+)\n\n(.*[^\n])\n*$")
+  message(FATAL_ERROR "LICENSE: expected a 'Copyright (c) YEAR HOLDER' line followed by the terms")
 endif()
+set(RINGCAP_COPYRIGHT "${CMAKE_MATCH_1}")
+string(REPLACE "\n\n" "\n.\n" _terms "${CMAKE_MATCH_2}")
+string(REPLACE "\n" "\n " RINGCAP_LICENSE_TERMS " ${_terms}")
+file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/copyright CONTENT
+"Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: ringcap
+
+Files: *
+Copyright: @RINGCAP_COPYRIGHT@
+License: Expat
+
+License: Expat
+@RINGCAP_LICENSE_TERMS@
+" @ONLY)
+
+install(FILES README.md ${PROJECT_BINARY_DIR}/copyright DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(FILES deploy/systemd/ringcap-capture.service deploy/systemd/ringcap-capture.timer
         DESTINATION lib/systemd/system)
 install(FILES deploy/k8s/daemonset.yaml deploy/k8s/job.yaml deploy/k8s/Dockerfile
