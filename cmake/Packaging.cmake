@@ -3,10 +3,36 @@
 #
 # Every destination is relative to the prefix, so `cmake --install --prefix DIR` stays inside DIR:
 #   bin/ringcap
-#   share/doc/ringcap/README.md, copyright (LICENSE in Debian's machine-readable format)
+#   share/man/man1/ringcap.1.gz, ringcap-record.1.gz  (built from docs/man/*.adoc by asciidoctor)
+#   share/doc/ringcap/README.md, docs/*.md, copyright (LICENSE in Debian's machine-readable format)
 #   lib/systemd/system/ringcap-capture.{service,timer}  (with prefix /usr: /usr/lib/systemd/system,
 #       which systemd reads; nothing enables them: the package has no maintainer scripts)
 #   share/ringcap/k8s/*.yaml, share/ringcap/slurm/{prolog,epilog}.sh  (recipes to copy and adapt)
+# The man pages are made by the target ringcap_docs (part of `all`; scripts/package builds it).
+
+# Man pages: asciidoctor's manpage backend, then gzip -9n as Debian wants them.
+option(RINGCAP_MANPAGES "Build and install the man pages (needs asciidoctor)" ON)
+set(RINGCAP_MAN_DIR ${PROJECT_BINARY_DIR}/man)
+set(_generated)
+if(RINGCAP_MANPAGES)
+  find_program(ASCIIDOCTOR asciidoctor)
+  if(NOT ASCIIDOCTOR)
+    message(FATAL_ERROR "asciidoctor builds the man pages: apt-get install asciidoctor (scripts/bootstrap "
+                        "does), or configure with -DRINGCAP_MANPAGES=OFF")
+  endif()
+  foreach(page ringcap.1 ringcap-record.1)
+    add_custom_command(OUTPUT ${RINGCAP_MAN_DIR}/${page}.gz
+      COMMAND ${ASCIIDOCTOR} -b manpage -a ringcap-version=${PROJECT_VERSION} -D ${RINGCAP_MAN_DIR}
+              ${PROJECT_SOURCE_DIR}/docs/man/${page}.adoc
+      COMMAND gzip -9nf ${RINGCAP_MAN_DIR}/${page}
+      DEPENDS ${PROJECT_SOURCE_DIR}/docs/man/${page}.adoc
+      COMMENT "Man page ${page}" VERBATIM)
+    list(APPEND _generated ${RINGCAP_MAN_DIR}/${page}.gz)
+    install(FILES ${RINGCAP_MAN_DIR}/${page}.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+  endforeach()
+endif()
+
+add_custom_target(ringcap_docs ALL DEPENDS ${_generated})
 
 # The copyright file in Debian's machine-readable format, made from LICENSE (the MIT licence, which
 # Debian calls Expat) whenever LICENSE changes: its notice's holder, and its terms indented, with
@@ -32,6 +58,7 @@ License: Expat
 " @ONLY)
 
 install(FILES README.md ${PROJECT_BINARY_DIR}/copyright DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(DIRECTORY docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs FILES_MATCHING PATTERN "*.md" PATTERN man EXCLUDE)
 install(FILES deploy/systemd/ringcap-capture.service deploy/systemd/ringcap-capture.timer
         DESTINATION lib/systemd/system)
 install(FILES deploy/k8s/daemonset.yaml deploy/k8s/job.yaml deploy/k8s/Dockerfile
