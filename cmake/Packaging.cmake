@@ -4,6 +4,7 @@
 # Every destination is relative to the prefix, so `cmake --install --prefix DIR` stays inside DIR:
 #   bin/ringcap
 #   share/man/man1/ringcap.1.gz, ringcap-record.1.gz  (built from docs/man/*.adoc by asciidoctor)
+#   share/bash-completion/completions/ringcap  (where bash-completion loads it from, on first use)
 #   share/doc/ringcap/README.md, docs/*.md, copyright (LICENSE in Debian's machine-readable format)
 #   lib/systemd/system/ringcap-capture.{service,timer}  (with prefix /usr: /usr/lib/systemd/system,
 #       which systemd reads; nothing enables them: the package has no maintainer scripts)
@@ -59,6 +60,8 @@ License: Expat
 
 install(FILES README.md ${PROJECT_BINARY_DIR}/copyright DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs FILES_MATCHING PATTERN "*.md" PATTERN man EXCLUDE)
+install(FILES completion/ringcap.bash DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
+        RENAME ringcap)
 install(FILES deploy/systemd/ringcap-capture.service deploy/systemd/ringcap-capture.timer
         DESTINATION lib/systemd/system)
 install(FILES deploy/k8s/daemonset.yaml deploy/k8s/job.yaml deploy/k8s/Dockerfile
