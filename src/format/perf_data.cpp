@@ -86,6 +86,24 @@ void put_caches(Out& o, const std::vector<CacheLevel>& caches) {
     }
 }
 
+// __write_pmu_caps: u32 nr_caps, then name and value strings per cap; HEADER_PMU_CAPS adds the
+// PMU's name after them, and counts the PMUs first (none: the count alone).
+void put_pmu_cap_list(Out& o, const PmuCapList& caps) {
+    o.put(uint32_t(caps.size()));
+    for (const auto& [name, value] : caps) {
+        o.str(name);
+        o.str(value);
+    }
+}
+
+void put_pmu_caps(Out& o, const std::vector<PmuCaps>& pmus) {
+    o.put(uint32_t(pmus.size()));
+    for (const auto& p : pmus) {
+        put_pmu_cap_list(o, p.caps);
+        o.str(p.pmu);
+    }
+}
+
 // u64 version 1, block size, nr; per node: node, size in bits, then the bitmap (do_write_bitmap:
 // the size again and the u64 words). perf sizes the bitmap to the highest block + 1.
 void put_mem_topology(Out& o, const MemTopology& m) {
@@ -247,6 +265,8 @@ std::vector<std::pair<unsigned, Out>> feature_payloads(const std::vector<AttrEnt
         o.put(compression->ratio);
         o.put(compression->mmap_len);
     }
+    if (host.cpu_pmu_caps) put_pmu_cap_list(add(kFeatCpuPmuCaps), *host.cpu_pmu_caps);
+    if (host.pmu_caps) put_pmu_caps(add(kFeatPmuCaps), *host.pmu_caps);
     return feats;
 }
 
