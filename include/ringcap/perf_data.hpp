@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ringcap/bpf_info.hpp"
 #include "ringcap/dsos.hpp"
 #include "ringcap/records.hpp"
 
@@ -37,6 +38,8 @@ enum PerfFeature : unsigned {
     kFeatCache = 20,
     kFeatSampleTime = 21,
     kFeatMemTopology = 22,
+    kFeatBpfProgInfo = 25,
+    kFeatBpfBtf = 26,
     kFeatCompressed = 27,
     kFeatCpuPmuCaps = 28,
     kFeatPmuCaps = 31,
@@ -133,6 +136,8 @@ struct HostInfo {
     std::optional<MemTopology> mem_topology;
     std::optional<PmuCapList> cpu_pmu_caps;      // HEADER_CPU_PMU_CAPS: the "cpu" PMU's, if it exists
     std::optional<std::vector<PmuCaps>> pmu_caps;  // HEADER_PMU_CAPS: every other PMU with caps
+    // HEADER_BPF_PROG_INFO and HEADER_BPF_BTF (HostInfo::current: the programs loaded now).
+    std::optional<BpfInfo> bpf;
     static HostInfo current(const std::vector<std::string>& argv);
 };
 

@@ -134,6 +134,11 @@ HostInfo HostInfo::current(const std::vector<std::string>& argv) {
     h.nr_cpus_available = uint32_t(possible_cpus());
     h.nr_cpus_online = uint32_t(online_cpus().size());
     read_host_topology(h);
+    try {
+        h.bpf = read_bpf_info();
+    } catch (const std::exception&) {
+        h.bpf.reset();  // out of memory: the features are left out, the record goes on
+    }
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     h.cmdline.push_back(n > 0 ? std::string(exe, size_t(n)) : (argv.empty() ? "ringcap" : argv[0]));
@@ -256,6 +261,11 @@ std::vector<std::pair<unsigned, Out>> feature_payloads(const std::vector<AttrEnt
         o.put(sample_time->last);
     }
     if (host.mem_topology) put_mem_topology(add(kFeatMemTopology), *host.mem_topology);
+    if (host.bpf) {
+        const auto progs = bpf_prog_info_payload(*host.bpf), btfs = bpf_btf_payload(*host.bpf);
+        add(kFeatBpfProgInfo).raw(progs.data(), progs.size());
+        add(kFeatBpfBtf).raw(btfs.data(), btfs.size());
+    }
     if (compression) {
         // u32 version (0), type (1 = zstd), level, ratio, mmap_len: as perf writes it.
         Out& o = add(kFeatCompressed);
@@ -301,10 +311,13 @@ std::vector<std::byte> build_pipe_head(const std::vector<AttrEntry>& attrs, cons
         o.raw(rec.data(), rec.size());
     }
     // Features as perf record synthesizes them for a pipe: no BUILD_ID, no SAMPLE_TIME (known only at
-    // the end), TRACING_DATA as a record of its own below. No HEADER_LAST_FEATURE mark: its number
+    // the end), TRACING_DATA as a record of its own below, BPF_PROG_INFO and BPF_BTF empty (perf 6.1
+    // synthesizes the programs after the features). No HEADER_LAST_FEATURE mark: its number
     // (32 in 6.1) is a real feature in newer perf, which would fail on it; 6.1 only uses it to end
     // `report --header-only` early.
-    for (auto& [bit, payload] : feature_payloads(attrs, host, {}, {}, compression, nullptr)) {
+    HostInfo piped = host;
+    if (piped.bpf) piped.bpf = BpfInfo{};
+    for (auto& [bit, payload] : feature_payloads(attrs, piped, {}, {}, compression, nullptr)) {
         const size_t body = round_up(payload.size(), 8);
         const size_t size = sizeof(perf_event_header) + sizeof(uint64_t) + body;
         if (size > kMaxRecordBytes) {

@@ -1,52 +1,28 @@
-// HEADER_CPU_PMU_CAPS and HEADER_PMU_CAPS: read from sysfs as perf 6.1 reads them, laid out as its
-// process_* functions read them back, and shown by `perf report --header-only`.
+// HEADER_CPU_PMU_CAPS, HEADER_PMU_CAPS, HEADER_BPF_PROG_INFO and HEADER_BPF_BTF: read from sysfs
+// and from the kernel as perf 6.1 reads them, laid out as its process_* functions read them back,
+// and shown by `perf report --header-only`.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <stddef.h>
 
+#include "format/bpf_load.hpp"
+#include "format/feature_reader.hpp"
 #include "ringcap/events.hpp"
 #include "ringcap/perf_data.hpp"
 #include "ringcap/records.hpp"
 #include "tools.hpp"
 
 using namespace ringcap;
+using ringcap::testing::at;
+using ringcap::testing::FeatReader;
+using ringcap::testing::payload;
+using ringcap::testing::perf_header_of;
 
 namespace {
-
-struct Reader {
-    std::vector<std::byte> b;
-    size_t at = 0;
-    template <typename T>
-    T get() {
-        REQUIRE(at + sizeof(T) <= b.size());
-        T v;
-        std::memcpy(&v, b.data() + at, sizeof v);
-        at += sizeof v;
-        return v;
-    }
-    std::string str() {  // perf_header_string: u32 length padded to 64, NUL-padded bytes
-        const auto len = get<uint32_t>();
-        CHECK(len % 64 == 0);
-        REQUIRE(at + len <= b.size());
-        std::string s(reinterpret_cast<const char*>(b.data() + at));
-        at += len;
-        return s;
-    }
-};
-
-// Feature `bit` of a block built at file offset `start`.
-Reader feature(const FeatureBlock& fb, uint64_t start, unsigned bit) {
-    REQUIRE((fb.bitmap[bit / 64] >> (bit % 64) & 1) == 1);
-    size_t k = 0;
-    for (unsigned i = 0; i < bit; ++i) k += fb.bitmap[i / 64] >> (i % 64) & 1;
-    PerfFileSection s;
-    std::memcpy(&s, fb.bytes.data() + k * sizeof s, sizeof s);
-    auto first = fb.bytes.begin() + ptrdiff_t(s.offset - start);
-    return Reader{{first, first + ptrdiff_t(s.size)}};
-}
 
 HostInfo small_host() {
     HostInfo h;
@@ -57,27 +33,6 @@ HostInfo small_host() {
     h.nr_cpus_available = h.nr_cpus_online = 1;
     h.cmdline = {"/bin/ringcap", "record"};
     return h;
-}
-
-// `perf report --header-only -I` of a file holding one event, no samples, and `host`'s features.
-std::string perf_header(const std::string& perf, const HostInfo& host) {
-    std::vector<AttrEntry> attrs(1);
-    SamplingConfig cfg;
-    attrs[0].attr = make_attr(parse_event("cpu-clock"), cfg);
-    attrs[0].name = "cpu-clock";
-    attrs[0].ids = {7};
-    const uint64_t data_off = data_offset_for(attrs);
-    const perf_event_header fr = finished_round_record();
-    const FeatureBlock fb = build_features(attrs, host, data_off + sizeof fr);
-    TempFile f("header-features");
-    {
-        const auto head = build_file_head(attrs, data_off, sizeof fr, fb.bitmap);
-        std::ofstream out(f.path, std::ios::binary);
-        out.write(reinterpret_cast<const char*>(head.data()), std::streamsize(head.size()));
-        out.write(reinterpret_cast<const char*>(&fr), sizeof fr);
-        out.write(reinterpret_cast<const char*>(fb.bytes.data()), std::streamsize(fb.bytes.size()));
-    }
-    return run_command(perf + " report -i " + f.path + " --header-only -I 2>&1").output;
 }
 
 }  // namespace
@@ -131,27 +86,30 @@ TEST_CASE("PMU caps: laid out as process_cpu_pmu_caps and process_pmu_caps read 
     h.pmu_caps = std::vector<PmuCaps>{{"ibs_op", {{"zen4_ibs_extensions", "1"}}}};
     const FeatureBlock fb = build_features({}, h, 4096);
     {
-        Reader r = feature(fb, 4096, kFeatCpuPmuCaps);
+        const auto p = payload(fb, 4096, kFeatCpuPmuCaps);
+        FeatReader r{p};
         CHECK(r.get<uint32_t>() == 2);
         CHECK(r.str() == "branches");
         CHECK(r.str() == "32");
         CHECK(r.str() == "max_precise");
         CHECK(r.str() == "3");
-        CHECK(r.at == r.b.size());
+        CHECK(r.at == p.size());
     }
     {
-        Reader r = feature(fb, 4096, kFeatPmuCaps);
+        const auto p = payload(fb, 4096, kFeatPmuCaps);
+        FeatReader r{p};
         CHECK(r.get<uint32_t>() == 1);  // PMUs
         CHECK(r.get<uint32_t>() == 1);  // their caps
         CHECK(r.str() == "zen4_ibs_extensions");
         CHECK(r.str() == "1");
         CHECK(r.str() == "ibs_op");
-        CHECK(r.at == r.b.size());
+        CHECK(r.at == p.size());
     }
     h.pmu_caps->clear();
-    Reader empty = feature(build_features({}, h, 4096), 4096, kFeatPmuCaps);
+    const auto none = payload(build_features({}, h, 4096), 4096, kFeatPmuCaps);
+    FeatReader empty{none};
     CHECK(empty.get<uint32_t>() == 0);
-    CHECK(empty.at == empty.b.size());
+    CHECK(empty.at == none.size());
 }
 
 TEST_CASE("PMU caps: perf report --header-only shows them", "[format][header]") {
@@ -159,10 +117,75 @@ TEST_CASE("PMU caps: perf report --header-only shows them", "[format][header]") 
     HostInfo h = small_host();
     h.cpu_pmu_caps = PmuCapList{{"branches", "32"}, {"max_precise", "3"}};
     h.pmu_caps = std::vector<PmuCaps>{{"ibs_op", {{"zen4_ibs_extensions", "1"}}}};
-    const std::string hdr = perf_header(perf, h);
+    const std::string hdr = perf_header_of(perf, h);
     INFO(hdr);
     CHECK(hdr.find("# cpu pmu capabilities: branches=32, max_precise=3\n") != std::string::npos);
     CHECK(hdr.find("# ibs_op pmu capabilities: zen4_ibs_extensions=1\n") != std::string::npos);
     const auto missing = hdr.substr(hdr.find("# missing features:"));
     CHECK(missing.find("PMU_CAPS") == std::string::npos);
+}
+
+TEST_CASE("BPF: a loaded program and its BTF, described as perf's get_bpf_prog_info_linear does",
+          "[format][header][bpf]") {
+    std::string why;
+    auto loaded = testing::load_test_bpf(&why);
+    if (!loaded) skip_test("cannot load a BPF program here (" + why + ")");
+    const BpfInfo info = read_bpf_info();
+    REQUIRE(info.programs.count(loaded->prog_id) == 1);
+    const auto& p = info.programs.at(loaded->prog_id);
+    CHECK(at<uint32_t>(p, 0) == kPerfBpfProgInfoLen);  // info_len: perf 6.1's struct
+    const uint32_t data_len = at<uint32_t>(p, 4);
+    CHECK(at<uint64_t>(p, 8) == kPerfBpilArrays);
+    CHECK(p.size() == 16 + kPerfBpfProgInfoLen + data_len);
+    const size_t base = 16;
+    CHECK(at<uint32_t>(p, base + offsetof(bpf_prog_info, id)) == loaded->prog_id);
+    CHECK(std::string(reinterpret_cast<const char*>(p.data() + base + offsetof(bpf_prog_info, name))) == "ringcap_t");
+    CHECK(at<uint32_t>(p, base + offsetof(bpf_prog_info, btf_id)) == loaded->btf_id);
+    CHECK(at<uint32_t>(p, base + offsetof(bpf_prog_info, nr_jited_ksyms)) == 1);
+    CHECK(at<uint32_t>(p, base + offsetof(bpf_prog_info, nr_prog_tags)) == 1);
+    CHECK(at<uint32_t>(p, base + offsetof(bpf_prog_info, nr_func_info)) == 1);
+    // The arrays are offsets into data (bpil_addr_to_offs), each inside it: the tag at its offset is
+    // the program's tag.
+    const uint64_t tags = at<uint64_t>(p, base + offsetof(bpf_prog_info, prog_tags));
+    REQUIRE(tags + BPF_TAG_SIZE <= data_len);
+    CHECK(std::memcmp(p.data() + base + kPerfBpfProgInfoLen + tags, p.data() + base + offsetof(bpf_prog_info, tag),
+                      BPF_TAG_SIZE) == 0);
+    const uint64_t insns = at<uint64_t>(p, base + offsetof(bpf_prog_info, jited_prog_insns));
+    CHECK(insns + at<uint32_t>(p, base + offsetof(bpf_prog_info, jited_prog_len)) <= data_len);
+    REQUIRE(info.btfs.count(loaded->btf_id) == 1);
+    CHECK(info.btfs.at(loaded->btf_id) == loaded->btf_raw);  // the BTF as loaded, as libbpf hands it to perf
+
+    const auto prog_payload = bpf_prog_info_payload(info);
+    CHECK(at<uint32_t>(prog_payload, 0) == info.programs.size());
+    const auto btf_payload = bpf_btf_payload(info);
+    CHECK(at<uint32_t>(btf_payload, 0) == info.btfs.size());
+    CHECK(at<uint32_t>(btf_payload, 4) == info.btfs.begin()->first);
+    CHECK(at<uint32_t>(btf_payload, 8) == info.btfs.begin()->second.size());
+
+    BpfInfo later;
+    later.merge(info);
+    BpfInfo none;
+    later.merge(none);
+    CHECK(later.programs.count(loaded->prog_id) == 1);  // an unloaded program stays described
+}
+
+TEST_CASE("BPF: perf report --header-only names the program from our BTF", "[format][header][bpf]") {
+    const std::string perf = require_perf();
+    std::string why;
+    auto loaded = testing::load_test_bpf(&why);
+    if (!loaded) skip_test("cannot load a BPF program here (" + why + ")");
+    HostInfo h = small_host();
+    h.bpf = read_bpf_info();
+    const std::string hdr = perf_header_of(perf, h);
+    INFO(hdr);
+    // The function's name is in the BTF only (the program is named ringcap_t): perf read both.
+    const std::string prefix = "# bpf_prog_info " + std::to_string(loaded->prog_id) + ": bpf_prog_";
+    const auto at = hdr.find(prefix);
+    REQUIRE(at != std::string::npos);
+    const std::string line = hdr.substr(at, hdr.find('\n', at) - at);
+    CHECK(line.find("_ringcap_f addr 0x") != std::string::npos);
+    CHECK(hdr.find("# btf info of id " + std::to_string(loaded->btf_id) + "\n") != std::string::npos);
+    const auto missing = hdr.substr(hdr.find("# missing features:"));
+    CHECK(missing.find("BPF_PROG_INFO") == std::string::npos);
+    CHECK(missing.find("BPF_BTF") == std::string::npos);
 }
