@@ -303,9 +303,15 @@ void synthesize_bpf(const RecordSink& sink, size_t id_size, const BpfInfo& bpf, 
                 char hex[2 * BPF_TAG_SIZE + 1];
                 for (int k = 0; k < BPF_TAG_SIZE; ++k)
                     snprintf(hex + 2 * k, 3, "%02x", unsigned(data[tags + BPF_TAG_SIZE * i + size_t(k)]));
-                name = std::string("bpf_prog_") + hex;
-                if (subprogs > 1) name += "_F";
-                else if (prog_name[0]) name += "_" + std::string(prog_name, strnlen(prog_name, BPF_OBJ_NAME_LEN));
+                // (appended piece by piece: GCC 12 at -O3 warns, wrongly, of "literal" + string)
+                name = "bpf_prog_";
+                name += hex;
+                if (subprogs > 1) {
+                    name += "_F";
+                } else if (prog_name[0]) {
+                    name += '_';
+                    name.append(prog_name, strnlen(prog_name, BPF_OBJ_NAME_LEN));
+                }
             }
             b.begin(PERF_RECORD_KSYMBOL, 0);
             b.put(addr);
