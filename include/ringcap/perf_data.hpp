@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ringcap/bpf_info.hpp"
 #include "ringcap/dsos.hpp"
 #include "ringcap/records.hpp"
 
@@ -37,7 +38,11 @@ enum PerfFeature : unsigned {
     kFeatCache = 20,
     kFeatSampleTime = 21,
     kFeatMemTopology = 22,
+    kFeatBpfProgInfo = 25,
+    kFeatBpfBtf = 26,
     kFeatCompressed = 27,
+    kFeatCpuPmuCaps = 28,
+    kFeatPmuCaps = 31,
 };
 
 // HEADER_COMPRESSED: zstd, its level, the ratio (for display), and the most bytes one
@@ -92,6 +97,14 @@ struct PmuMapping {
     std::string name;
 };
 
+// A PMU's capabilities (sysfs caps/): each file's name and its first line without its last
+// character, as perf_pmu__caps_parse reads them.
+using PmuCapList = std::vector<std::pair<std::string, std::string>>;
+struct PmuCaps {
+    std::string pmu;  // sysfs name, "ibs_op"
+    PmuCapList caps;
+};
+
 struct CacheLevel {
     uint32_t level = 0, line_size = 0, sets = 0, ways = 0;
     std::string type, size, map;  // "Data", "32K", shared_cpu_list
@@ -121,6 +134,10 @@ struct HostInfo {
     std::optional<std::vector<PmuMapping>> pmu_mappings;
     std::optional<std::vector<CacheLevel>> caches;  // deduplicated and ordered by level, as perf
     std::optional<MemTopology> mem_topology;
+    std::optional<PmuCapList> cpu_pmu_caps;      // HEADER_CPU_PMU_CAPS: the "cpu" PMU's, if it exists
+    std::optional<std::vector<PmuCaps>> pmu_caps;  // HEADER_PMU_CAPS: every other PMU with caps
+    // HEADER_BPF_PROG_INFO and HEADER_BPF_BTF (HostInfo::current: the programs loaded now).
+    std::optional<BpfInfo> bpf;
     static HostInfo current(const std::vector<std::string>& argv);
 };
 

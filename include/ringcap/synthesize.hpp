@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "ringcap/bpf_info.hpp"
+
 namespace ringcap {
 
 // Receives each synthesized record (whole, 8-byte aligned).
@@ -44,6 +46,12 @@ void synthesize_cpu_map(const RecordSink& sink, const std::vector<int>& cpus, Sy
 
 // The kernel ([kernel.kallsyms]_text) and module maps.
 void synthesize_kernel(const RecordSink& sink, size_t id_size, SynthesisStats& stats);
+// The BPF programs loaded at the start, as perf_event__synthesize_bpf_events writes them: a
+// PERF_RECORD_KSYMBOL per jited function (its address, length and name) and a PERF_RECORD_BPF_EVENT
+// (PROG_LOAD, id, tag) per program, so that samples in them resolve and perf finds their
+// HEADER_BPF_PROG_INFO. Names as the kernel gives them in /proc/kallsyms (bpf_prog_<tag>_<function>,
+// the function's name from the program's BTF), perf's own rule where kallsyms lacks the address.
+void synthesize_bpf(const RecordSink& sink, size_t id_size, const BpfInfo& bpf, SynthesisStats& stats);
 // FORK + COMM + MMAP2 for every process (nullopt), or COMM + MMAP2 for `pids`: executable mappings, and with `data_maps`
 // also readable file mappings (PERF_RECORD_MISC_MMAP_DATA), which dwarf unwinding needs.
 void synthesize_tasks(const RecordSink& sink, size_t id_size, const std::optional<std::vector<int>>& pids,

@@ -1,12 +1,16 @@
 #include "ringcap/synthesize.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <dirent.h>
+#include <linux/bpf.h>
 #include <linux/perf_event.h>
+#include <map>
+#include <stddef.h>
 #include <string_view>
 
 #include "ringcap/records.hpp"
@@ -256,6 +260,76 @@ void synthesize_tasks(const RecordSink& sink, size_t id_size, const std::optiona
         synthesize_maps(sink, id_size, uint32_t(pid), base + "/maps", data_maps, pids.has_value(), stats);
     }
     stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void synthesize_bpf(const RecordSink& sink, size_t id_size, const BpfInfo& bpf, SynthesisStats& stats) {
+    if (bpf.programs.empty()) return;
+    // The kernel's names of the jited functions, by address ("ADDR t bpf_prog_<tag>_<name>\t[bpf]").
+    std::map<uint64_t, std::string> names;
+    if (FILE* f = fopen("/proc/kallsyms", "r")) {
+        char line[512];
+        while (fgets(line, sizeof line, f)) {
+            if (!strstr(line, "\t[bpf]")) continue;
+            unsigned long long addr = 0;
+            char type = 0, name[256];
+            if (sscanf(line, "%llx %c %255s", &addr, &type, name) == 3 && addr) names[addr] = name;
+        }
+        fclose(f);
+    }
+    RecordBuilder b(id_size);
+    for (const auto& [id, p] : bpf.programs) {
+        // perf_bpil: {info_len, data_len, arrays}, the info (array fields are offsets into data), data.
+        const std::byte* info = p.data() + 16;
+        const std::byte* data = info + kPerfBpfProgInfoLen;
+        const size_t data_len = p.size() - 16 - kPerfBpfProgInfoLen;
+        auto u32 = [&](size_t off) { uint32_t v; std::memcpy(&v, info + off, 4); return v; };
+        auto u64 = [&](size_t off) { uint64_t v; std::memcpy(&v, info + off, 8); return v; };
+        const uint32_t subprogs = u32(offsetof(bpf_prog_info, nr_jited_ksyms));
+        const uint64_t addrs = u64(offsetof(bpf_prog_info, jited_ksyms)),
+                       lens = u64(offsetof(bpf_prog_info, jited_func_lens)), tags = u64(offsetof(bpf_prog_info, prog_tags));
+        if (addrs + subprogs * 8ull > data_len || lens + subprogs * 4ull > data_len ||
+            tags + subprogs * uint64_t(BPF_TAG_SIZE) > data_len)
+            continue;
+        const char* prog_name = reinterpret_cast<const char*>(info + offsetof(bpf_prog_info, name));
+        for (uint32_t i = 0; i < subprogs; ++i) {
+            uint64_t addr;
+            uint32_t len;
+            std::memcpy(&addr, data + addrs + 8 * i, 8);
+            std::memcpy(&len, data + lens + 4 * i, 4);
+            std::string name;
+            if (auto it = names.find(addr); it != names.end()) {
+                name = it->second;
+            } else {  // perf's synthesize_bpf_prog_name without BTF
+                char hex[2 * BPF_TAG_SIZE + 1];
+                for (int k = 0; k < BPF_TAG_SIZE; ++k)
+                    snprintf(hex + 2 * k, 3, "%02x", unsigned(data[tags + BPF_TAG_SIZE * i + size_t(k)]));
+                // (appended piece by piece: GCC 12 at -O3 warns, wrongly, of "literal" + string)
+                name = "bpf_prog_";
+                name += hex;
+                if (subprogs > 1) {
+                    name += "_F";
+                } else if (prog_name[0]) {
+                    name += '_';
+                    name.append(prog_name, strnlen(prog_name, BPF_OBJ_NAME_LEN));
+                }
+            }
+            b.begin(PERF_RECORD_KSYMBOL, 0);
+            b.put(addr);
+            b.put(len);
+            b.put(uint16_t(PERF_RECORD_KSYMBOL_TYPE_BPF));
+            b.put(uint16_t(0));
+            b.str(name);
+            b.end(sink, stats);
+        }
+        b.begin(PERF_RECORD_BPF_EVENT, 0);
+        b.put(uint16_t(PERF_BPF_EVENT_PROG_LOAD));
+        b.put(uint16_t(0));
+        b.put(id);
+        std::array<std::byte, BPF_TAG_SIZE> tag;
+        std::memcpy(tag.data(), info + offsetof(bpf_prog_info, tag), tag.size());
+        b.put(tag);
+        b.end(sink, stats);
+    }
 }
 
 }  // namespace ringcap

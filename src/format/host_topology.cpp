@@ -1,5 +1,5 @@
 // The host description perf record puts in its header features (CPUDESC, CPUID, TOTAL_MEM, CPU,
-// NUMA and memory topology, PMU mappings, caches), read from /proc and /sys the way perf 6.1 reads
+// NUMA and memory topology, PMU mappings and capabilities, caches), read from /proc and /sys the way perf 6.1 reads
 // them (tools/perf/util/header.c, cputopo.c, cpumap.c), so perf shows the same for our files. What
 // cannot be read is left out, as perf leaves it out; nothing here fails a record.
 #include <algorithm>
@@ -261,6 +261,48 @@ std::vector<PmuMapping> read_pmu_mappings(const std::string& sys) {
     return out;
 }
 
+// --- PMU capabilities (pmu.c: perf_pmu__caps_parse; header.c: write_cpu_pmu_caps, write_pmu_caps) ---
+
+// A PMU's caps/ directory in readdir order: each file's first line (fgets, at most 127 bytes) less
+// its last character (perf_pmu__new_caps' strndup(value, strlen - 1)); a file that cannot be read or
+// is empty is skipped. No directory: no caps.
+PmuCapList read_caps(const std::string& dir) {
+    namespace fs = std::filesystem;
+    PmuCapList out;
+    std::error_code ec;
+    fs::directory_iterator it(dir, ec);
+    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+        auto text = read_text_file(it->path().string());
+        if (!text || text->empty()) continue;
+        const size_t nl = text->find('\n');
+        std::string value = text->substr(0, std::min(nl == std::string::npos ? text->size() : nl + 1, size_t(127)));
+        value.pop_back();
+        out.emplace_back(it->path().filename().string(), value);
+    }
+    return out;
+}
+
+// HEADER_CPU_PMU_CAPS holds the "cpu" PMU's caps (perf leaves the feature out without that PMU);
+// HEADER_PMU_CAPS every other PMU that has caps, the hybrid core PMUs (cpu_core, cpu_atom) first,
+// then the rest in readdir order.
+void read_pmu_caps(HostInfo& h, const std::string& sys) {
+    namespace fs = std::filesystem;
+    const std::string devices = sys + "/bus/event_source/devices";
+    if (fs::is_directory(devices + "/cpu")) h.cpu_pmu_caps = read_caps(devices + "/cpu/caps");
+    std::vector<PmuCaps> hybrid, others;
+    std::error_code ec;
+    fs::directory_iterator it(devices, ec);
+    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (name == "cpu") continue;
+        PmuCaps p{name, read_caps(it->path().string() + "/caps")};
+        if (p.caps.empty()) continue;
+        (name.starts_with("cpu_") ? hybrid : others).push_back(std::move(p));
+    }
+    hybrid.insert(hybrid.end(), std::make_move_iterator(others.begin()), std::make_move_iterator(others.end()));
+    h.pmu_caps = std::move(hybrid);
+}
+
 // --- caches (header.c: build_caches, cpu_cache_level__read) ---
 
 constexpr int kMaxCacheLevel = 4;  // perf's MAX_CACHE_LVL: index0..index3
@@ -332,6 +374,12 @@ void read_host_topology(HostInfo& h, const HostRoots& r) {
     guarded(h.cpu_topology, [&] { return read_cpu_topology(r.sys, h.arch, h.nr_cpus_available); });
     guarded(h.numa_nodes, [&] { return read_numa_nodes(r.sys); });
     guarded(h.pmu_mappings, [&] { return std::optional(read_pmu_mappings(r.sys)); });
+    try {
+        read_pmu_caps(h, r.sys);
+    } catch (const std::exception&) {
+        h.cpu_pmu_caps.reset();
+        h.pmu_caps.reset();
+    }
     guarded(h.caches, [&] { return read_caches(r.sys, h.nr_cpus_available); });
     guarded(h.mem_topology, [&] { return read_mem_topology(r.sys); });
 }

@@ -86,6 +86,24 @@ void put_caches(Out& o, const std::vector<CacheLevel>& caches) {
     }
 }
 
+// __write_pmu_caps: u32 nr_caps, then name and value strings per cap; HEADER_PMU_CAPS adds the
+// PMU's name after them, and counts the PMUs first (none: the count alone).
+void put_pmu_cap_list(Out& o, const PmuCapList& caps) {
+    o.put(uint32_t(caps.size()));
+    for (const auto& [name, value] : caps) {
+        o.str(name);
+        o.str(value);
+    }
+}
+
+void put_pmu_caps(Out& o, const std::vector<PmuCaps>& pmus) {
+    o.put(uint32_t(pmus.size()));
+    for (const auto& p : pmus) {
+        put_pmu_cap_list(o, p.caps);
+        o.str(p.pmu);
+    }
+}
+
 // u64 version 1, block size, nr; per node: node, size in bits, then the bitmap (do_write_bitmap:
 // the size again and the u64 words). perf sizes the bitmap to the highest block + 1.
 void put_mem_topology(Out& o, const MemTopology& m) {
@@ -116,6 +134,11 @@ HostInfo HostInfo::current(const std::vector<std::string>& argv) {
     h.nr_cpus_available = uint32_t(possible_cpus());
     h.nr_cpus_online = uint32_t(online_cpus().size());
     read_host_topology(h);
+    try {
+        h.bpf = read_bpf_info();
+    } catch (const std::exception&) {
+        h.bpf.reset();  // out of memory: the features are left out, the record goes on
+    }
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     h.cmdline.push_back(n > 0 ? std::string(exe, size_t(n)) : (argv.empty() ? "ringcap" : argv[0]));
@@ -238,6 +261,11 @@ std::vector<std::pair<unsigned, Out>> feature_payloads(const std::vector<AttrEnt
         o.put(sample_time->last);
     }
     if (host.mem_topology) put_mem_topology(add(kFeatMemTopology), *host.mem_topology);
+    if (host.bpf) {
+        const auto progs = bpf_prog_info_payload(*host.bpf), btfs = bpf_btf_payload(*host.bpf);
+        add(kFeatBpfProgInfo).raw(progs.data(), progs.size());
+        add(kFeatBpfBtf).raw(btfs.data(), btfs.size());
+    }
     if (compression) {
         // u32 version (0), type (1 = zstd), level, ratio, mmap_len: as perf writes it.
         Out& o = add(kFeatCompressed);
@@ -247,6 +275,8 @@ std::vector<std::pair<unsigned, Out>> feature_payloads(const std::vector<AttrEnt
         o.put(compression->ratio);
         o.put(compression->mmap_len);
     }
+    if (host.cpu_pmu_caps) put_pmu_cap_list(add(kFeatCpuPmuCaps), *host.cpu_pmu_caps);
+    if (host.pmu_caps) put_pmu_caps(add(kFeatPmuCaps), *host.pmu_caps);
     return feats;
 }
 
@@ -281,10 +311,13 @@ std::vector<std::byte> build_pipe_head(const std::vector<AttrEntry>& attrs, cons
         o.raw(rec.data(), rec.size());
     }
     // Features as perf record synthesizes them for a pipe: no BUILD_ID, no SAMPLE_TIME (known only at
-    // the end), TRACING_DATA as a record of its own below. No HEADER_LAST_FEATURE mark: its number
+    // the end), TRACING_DATA as a record of its own below, BPF_PROG_INFO and BPF_BTF empty (perf 6.1
+    // synthesizes the programs after the features). No HEADER_LAST_FEATURE mark: its number
     // (32 in 6.1) is a real feature in newer perf, which would fail on it; 6.1 only uses it to end
     // `report --header-only` early.
-    for (auto& [bit, payload] : feature_payloads(attrs, host, {}, {}, compression, nullptr)) {
+    HostInfo piped = host;
+    if (piped.bpf) piped.bpf = BpfInfo{};
+    for (auto& [bit, payload] : feature_payloads(attrs, piped, {}, {}, compression, nullptr)) {
         const size_t body = round_up(payload.size(), 8);
         const size_t size = sizeof(perf_event_header) + sizeof(uint64_t) + body;
         if (size > kMaxRecordBytes) {

@@ -367,6 +367,7 @@ void Session::write_start_records() {
         start.insert(start.end(), b, b + n);
     };
     source_->synthesize(sink, synth_);
+    bpf_seen_.merge(read_bpf_info());  // as perf synthesizes the programs loaded at the start
     dsos_.add_mappings(maps);
     const perf_event_header init{kRecordFinishedInit, 0, sizeof(perf_event_header)};  // as perf: the start is complete
     sink(&init, sizeof init);

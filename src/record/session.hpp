@@ -63,6 +63,9 @@ private:
     // session_build_ids.cpp: the BUILD_ID list of the DSOs samples hit so far (read within a bound,
     // saying what was skipped), and adding them to the build-id cache.
     std::vector<BuildIdEntry> build_id_list();
+    // The host's features for a finished file: HostInfo::current, its BPF programs merged into
+    // bpf_seen_ and described from there (a program unloaded since the start stays, as with perf).
+    HostInfo host_info();
     void cache_build_ids(const std::vector<BuildIdEntry>& build_ids);
     RecordSnapshot snapshot() const;
     uint64_t durable_end() const;  // file offset below which the data is on disk, at a record boundary
@@ -120,6 +123,7 @@ private:
     std::vector<std::unique_ptr<CollectorThread>> collectors_;
     uint64_t cache_copied_ = 0;    // bytes copied into the build-id cache by this record
     SynthesisStats synth_;
+    BpfInfo bpf_seen_;  // every BPF program loaded at a file's start or end so far (BPF_PROG_INFO)
     std::vector<uint64_t> event_lost_samples_;
     bool lost_read_ = false;  // event_lost_samples_ holds the kernel's per-event counts (after stop)
     uint64_t lost_samples_ = 0;

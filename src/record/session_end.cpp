@@ -130,7 +130,7 @@ void Session::finish() {
     // (with rotation, of this file: the range starts again at each switch).
     const SampleTimeRange times{snap.total.first_time, snap.total.last_time};
     const std::vector<BuildIdEntry> build_ids = opts_.build_ids ? build_id_list() : std::vector<BuildIdEntry>{};
-    const std::string feature_error = output_->finish(data_size, HostInfo::current(opts_.argv), specs_,
+    const std::string feature_error = output_->finish(data_size, host_info(), specs_,
                                                       opts_.build_ids ? &build_ids : nullptr,
                                                       opts_.compression_level > 0 ? &comp : nullptr,
                                                       snap.total.first_time ? &times : nullptr);
@@ -195,6 +195,15 @@ RecordSnapshot Session::snapshot() const {
     s.synthesized_records = synth_.records;
     s.rounds = rounds_;
     return s;
+}
+
+HostInfo Session::host_info() {
+    HostInfo h = HostInfo::current(opts_.argv);
+    if (h.bpf) {
+        bpf_seen_.merge(*h.bpf);
+        h.bpf = bpf_seen_;
+    }
+    return h;
 }
 
 }  // namespace ringcap

@@ -166,7 +166,7 @@ void Session::finish_previous() {
     // maybe a few of the files before it.
     const std::vector<BuildIdEntry> build_ids = opts_.build_ids ? build_id_list() : std::vector<BuildIdEntry>{};
     const std::string feature_error =
-        out.finish(data_size, HostInfo::current(opts_.argv), specs_, opts_.build_ids ? &build_ids : nullptr,
+        out.finish(data_size, host_info(), specs_, opts_.build_ids ? &build_ids : nullptr,
                    opts_.compression_level > 0 ? &comp : nullptr, range.first_time ? &times : nullptr);
     clear_status();  // what follows goes on lines of its own
     if (!feature_error.empty()) log_ << "ringcap: the header features were not written (" << feature_error << ")\n";

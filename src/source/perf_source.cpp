@@ -325,6 +325,7 @@ void PerfSource::synthesize(const RecordSink& sink, SynthesisStats& stats) {
     synthesize_thread_map(sink, target_.tids, stats);
     synthesize_cpu_map(sink, target_.cpus, stats);
     synthesize_kernel(sink, id_size, stats);
+    synthesize_bpf(sink, id_size, read_bpf_info(), stats);
     if (target_.at_exec) return;  // a command's COMM/MMAP records come from its own tracking events
     std::optional<std::vector<int>> pids;
     if (target_.per_task) pids = target_.synth_pids;

@@ -3,7 +3,8 @@
 # Checks the .deb that scripts/package built, if there is one for this version (it is not built by
 # the tests: a Release build takes minutes): its version, Depends (Debian 12's runtime packages of
 # liburing, mimalloc, zstd and the C/C++ runtime, from dpkg-shlibdeps), Recommends linux-perf, the
-# files, and no maintainer scripts (so nothing is enabled or started on install).
+# files (man pages, completion, copyright, changelog among them), and no maintainer scripts (so
+# nothing is enabled or started on install).
 # RINGCAP_DEB names the file; else SOURCE/build-package/ringcap_VERSION_*.deb. Exit 77 without one.
 set -u
 src="$1" version="$2"
@@ -27,7 +28,10 @@ for p in liburing2 libmimalloc2.0 libzstd1 libc6 libstdc++6 libgcc-s1; do
 done
 check "Recommends linux-perf" '[ "$(dpkg-deb -f "$deb" Recommends)" = linux-perf ]'
 files=$(dpkg-deb -c "$deb" | awk '{print $NF}')
-for f in ./usr/bin/ringcap ./usr/share/doc/ringcap/README.md \
+for f in ./usr/bin/ringcap ./usr/share/doc/ringcap/README.md ./usr/share/doc/ringcap/copyright \
+         ./usr/share/doc/ringcap/changelog.gz ./usr/share/doc/ringcap/docs/security.md \
+         ./usr/share/man/man1/ringcap.1.gz ./usr/share/man/man1/ringcap-record.1.gz \
+         ./usr/share/bash-completion/completions/ringcap \
          ./usr/lib/systemd/system/ringcap-capture.service ./usr/lib/systemd/system/ringcap-capture.timer \
          ./usr/share/ringcap/k8s/daemonset.yaml ./usr/share/ringcap/k8s/job.yaml ./usr/share/ringcap/k8s/Dockerfile \
          ./usr/share/ringcap/slurm/prolog.sh ./usr/share/ringcap/slurm/epilog.sh; do
@@ -35,6 +39,12 @@ for f in ./usr/bin/ringcap ./usr/share/doc/ringcap/README.md \
 done
 ctl=$(mktemp -d); trap 'rm -rf "$ctl"' EXIT
 dpkg-deb -e "$deb" "$ctl"
+dpkg-deb -x "$deb" "$ctl/root"
+doc="$ctl/root/usr/share/doc/ringcap"
+check "copyright: Debian's machine-readable format, MIT (Expat)" \
+  'head -1 "$doc/copyright" | grep -q "^Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/" && grep -qx "License: Expat" "$doc/copyright"'
+check "changelog.gz: its newest entry is version $version" \
+  '[ "$(zcat "$doc/changelog.gz" | dpkg-parsechangelog -l- -S Version)" = "$version" ]'
 check "no maintainer scripts (nothing enabled on install)" '! ls "$ctl" | grep -Eq "^(preinst|postinst|prerm|postrm)$"'
 [ "$fail" -eq 0 ] && echo "OK"
 exit "$fail"

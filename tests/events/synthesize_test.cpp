@@ -1,7 +1,11 @@
-// The /proc synthesis on crafted maps files: whole lines only, so a long path cannot forge a mapping.
+// The /proc synthesis on crafted maps files: whole lines only, so a long path cannot forge a mapping;
+// the records of BPF programs loaded at the start.
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <fstream>
+#include <linux/bpf.h>
+#include <stddef.h>
 
 #include "ringcap/records.hpp"
 #include "ringcap/synthesize.hpp"
@@ -53,4 +57,70 @@ TEST_CASE("maps: a last line without its newline (cut short) is left out", "[eve
         "55d000000000-55d000001000 r-xp 00000000 08:01 99 /usr/bin/prog\n"
         "7f1000000000-7f1000001000 r-xp 00000000 08:01 1234 /usr/lib/libc.so.6");
     CHECK(names == std::vector<std::string>{"/usr/bin/prog"});
+}
+
+TEST_CASE("BPF programs at the start: a KSYMBOL per function and a BPF_EVENT, named as perf names them",
+          "[events][bpf]") {
+    // A program as read_bpf_info() keeps it (perf_bpil: {info_len, data_len, arrays}, the info, data)
+    // whose one function is at an address /proc/kallsyms does not list: perf's own name for it.
+    std::vector<std::byte> data(24);
+    const uint64_t addr = 0x1234;
+    const uint32_t len = 20;
+    const uint8_t tag[8] = {0xde, 0xad, 0xbe, 0xef, 0, 1, 2, 3};
+    std::memcpy(data.data(), &addr, 8);      // jited_ksyms at 0
+    std::memcpy(data.data() + 8, &len, 4);   // jited_func_lens at 8
+    std::memcpy(data.data() + 16, tag, 8);   // prog_tags at 16
+    std::vector<std::byte> info(kPerfBpfProgInfoLen);
+    auto put = [&](size_t off, auto v) { std::memcpy(info.data() + off, &v, sizeof v); };
+    put(offsetof(bpf_prog_info, id), uint32_t(42));
+    std::memcpy(info.data() + offsetof(bpf_prog_info, tag), tag, 8);
+    std::memcpy(info.data() + offsetof(bpf_prog_info, name), "myprog", 7);
+    put(offsetof(bpf_prog_info, nr_jited_ksyms), uint32_t(1));
+    put(offsetof(bpf_prog_info, nr_jited_func_lens), uint32_t(1));
+    put(offsetof(bpf_prog_info, nr_prog_tags), uint32_t(1));
+    put(offsetof(bpf_prog_info, jited_ksyms), uint64_t(0));
+    put(offsetof(bpf_prog_info, jited_func_lens), uint64_t(8));
+    put(offsetof(bpf_prog_info, prog_tags), uint64_t(16));
+    std::vector<std::byte> prog(16);
+    const uint32_t head[2] = {kPerfBpfProgInfoLen, uint32_t(data.size())};
+    std::memcpy(prog.data(), head, 8);
+    std::memcpy(prog.data() + 8, &kPerfBpilArrays, 8);
+    prog.insert(prog.end(), info.begin(), info.end());
+    prog.insert(prog.end(), data.begin(), data.end());
+    BpfInfo bpf;
+    bpf.programs[42] = prog;
+
+    std::vector<std::vector<std::byte>> recs;
+    SynthesisStats stats;
+    const RecordSink sink = [&](const void* r, size_t n) {
+        const auto* b = static_cast<const std::byte*>(r);
+        recs.emplace_back(b, b + n);
+    };
+    synthesize_bpf(sink, 8, bpf, stats);
+    REQUIRE(recs.size() == 2);
+    perf_event_header h;
+    std::memcpy(&h, recs[0].data(), sizeof h);
+    CHECK(h.type == PERF_RECORD_KSYMBOL);
+    CHECK(h.size == recs[0].size());
+    CHECK(h.size % 8 == 0);
+    uint64_t a;
+    uint32_t l;
+    uint16_t type;
+    std::memcpy(&a, recs[0].data() + 8, 8);
+    std::memcpy(&l, recs[0].data() + 16, 4);
+    std::memcpy(&type, recs[0].data() + 20, 2);
+    CHECK(a == addr);
+    CHECK(l == len);
+    CHECK(type == PERF_RECORD_KSYMBOL_TYPE_BPF);
+    CHECK(std::string(reinterpret_cast<const char*>(recs[0].data() + 24)) == "bpf_prog_deadbeef00010203_myprog");
+    std::memcpy(&h, recs[1].data(), sizeof h);
+    CHECK(h.type == PERF_RECORD_BPF_EVENT);
+    CHECK(h.size == 8 + 16 + 8);  // header, type/flags/id, tag, then the sample_id
+    uint16_t event;
+    uint32_t id;
+    std::memcpy(&event, recs[1].data() + 8, 2);
+    std::memcpy(&id, recs[1].data() + 12, 4);
+    CHECK(event == PERF_BPF_EVENT_PROG_LOAD);
+    CHECK(id == 42);
+    CHECK(std::memcmp(recs[1].data() + 16, tag, 8) == 0);
 }

@@ -11,9 +11,12 @@
 
 #include "ringcap/events.hpp"
 #include "ringcap/perf_data.hpp"
+#include "format/feature_reader.hpp"
 #include "tools.hpp"
 
 using namespace ringcap;
+
+using ringcap::testing::at;
 
 namespace {
 
@@ -39,14 +42,6 @@ std::vector<AttrEntry> two_events() {
     attrs[1].name = "task-clock";
     attrs[1].ids = {21, 22, 23};
     return attrs;
-}
-
-template <typename T>
-T at(const std::vector<std::byte>& b, size_t off) {
-    T v;
-    REQUIRE(off + sizeof v <= b.size());
-    std::memcpy(&v, b.data() + off, sizeof v);
-    return v;
 }
 
 }  // namespace

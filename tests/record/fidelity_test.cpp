@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "format/bpf_load.hpp"
 #include "tools.hpp"
 
 namespace {
@@ -187,6 +188,67 @@ TEST_CASE("BPF programs loaded during a capture: KSYMBOL and BPF_EVENT records (
     INFO(r.output.substr(0, 4000));
     CHECK(r.output.find("PERF_RECORD_KSYMBOL") != std::string::npos);
     CHECK(r.output.find("PERF_RECORD_BPF_EVENT") != std::string::npos);
+}
+
+TEST_CASE("PMU_CAPS, BPF_PROG_INFO, BPF_BTF and a loaded program's KSYMBOL/BPF_EVENT: as perf record writes them",
+          "[fidelity][bpf]") {
+    const std::string perf = require_kernel_and_perf();
+    std::string why;
+    auto loaded = ringcap::testing::load_test_bpf(&why);  // loaded across both records
+    if (!loaded) skip_test("cannot load a BPF program here (" + why + ")");
+    TempFile ours("feat-ours"), theirs("feat-perf");
+    record("-a -F 100 --duration 0.2 -o " + ours.path);
+    REQUIRE(run_command(perf + " record -q -a -F 100 -o " + theirs.path + " -- sleep 0.2 2>&1").status == 0);
+    auto header = [&](const std::string& file) {
+        return run_command(perf + " report -i " + file + " --header-only -I 2>&1").output;
+    };
+    const std::string a = header(ours.path), b = header(theirs.path);
+    INFO("ringcap:\n" << a << "\nperf:\n" << b);
+    // Our program, described alike (its id, the name from its BTF, address and size), and its BTF.
+    auto line_of = [](const std::string& text, const std::string& prefix) {
+        const auto at = text.find(prefix);
+        return at == std::string::npos ? std::string("(none)") : text.substr(at, text.find('\n', at) - at);
+    };
+    const std::string prog = "# bpf_prog_info " + std::to_string(loaded->prog_id) + ":";
+    CHECK(line_of(a, prog).find("_ringcap_f addr 0x") != std::string::npos);
+    CHECK(line_of(a, prog) == line_of(b, prog));
+    const std::string btf = "# btf info of id " + std::to_string(loaded->btf_id) + "\n";
+    CHECK(a.find(btf) != std::string::npos);
+    CHECK(b.find(btf) != std::string::npos);
+    // The PMU capabilities perf lists, and the same features present or missing.
+    auto caps = [&](const std::string& text) {
+        std::string out;
+        for (const auto& l : lines_of(text))
+            if (l.find(" pmu capabilities: ") != std::string::npos) out += l + "\n";
+        return out;
+    };
+    CHECK(caps(a) == caps(b));
+    const auto missing_a = line_of(a, "# missing features:"), missing_b = line_of(b, "# missing features:");
+    for (const char* feat : {" BPF_PROG_INFO", " BPF_BTF", " CPU_PMU_CAPS", " PMU_CAPS"}) {
+        INFO(feat);
+        CHECK((missing_a.find(feat) == std::string::npos) == (missing_b.find(feat) == std::string::npos));
+    }
+    CHECK(missing_a.find(" BPF_PROG_INFO") == std::string::npos);
+    CHECK(missing_a.find(" PMU_CAPS") == std::string::npos);
+    // The records perf synthesizes for a program loaded before the start: its KSYMBOL (address,
+    // length, the name from its BTF) and its BPF_EVENT (PROG_LOAD, its id), alike in both files.
+    auto bpf_records = [&](const std::string& file) {
+        std::string out;
+        for (const auto& l : lines_of(run_command(perf + " script -i " + file + " --show-bpf-events 2>/dev/null").output)) {
+            const auto at = l.find("PERF_RECORD_");
+            if (at == std::string::npos) continue;
+            const std::string rec = l.substr(at);
+            if (rec.find("_ringcap_f") != std::string::npos || rec.ends_with("id " + std::to_string(loaded->prog_id)))
+                out += rec + "\n";
+        }
+        return out;
+    };
+    const std::string ours_bpf = bpf_records(ours.path);
+    INFO(ours_bpf);
+    CHECK(ours_bpf.find("PERF_RECORD_KSYMBOL addr ") != std::string::npos);
+    CHECK(ours_bpf.find("PERF_RECORD_BPF_EVENT type 1, flags 0, id " + std::to_string(loaded->prog_id)) !=
+          std::string::npos);
+    CHECK(ours_bpf == bpf_records(theirs.path));
 }
 
 TEST_CASE("ID_INDEX, THREAD_MAP, CPU_MAP and FINISHED_INIT open the data, as perf record writes them", "[fidelity]") {
