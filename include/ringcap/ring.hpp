@@ -148,6 +148,8 @@ public:
     // Rotation: the sample time range starts again (each file has its own HEADER_SAMPLE_TIME).
     void restart_time_range() { counters_.first_time = counters_.last_time = 0; }
     uint64_t tail() const { return tail_; }
+    // Bytes of the ring's data area.
+    uint64_t capacity() const { return view_.size; }
     // The kernel's data_head now (ACQUIRE, as drain() loads it): rounds mark it, then wait for tail().
     uint64_t head() const { return __atomic_load_n(&view_.page->data_head, __ATOMIC_ACQUIRE); }
 

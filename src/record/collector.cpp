@@ -188,6 +188,10 @@ bool Collector::pass() {
     for (size_t k = 0, i = start_; k < n; ++k, i = i + 1 == n ? 0 : i + 1) {
         RingState& r = rings_[i];
         if (r.final_drained || r.released) continue;
+        // Dropping samples only makes room in the ring: while it is less than half full it holds
+        // them until staging has room again (a stalled disk or a late encoder often recovers
+        // within the 100 ms a 32 MiB ring holds at 40 kHz dwarf).
+        if (applied_.drop) r.reader.set_shaping(applied_.cut_bytes, 2 * (r.reader.head() - r.reader.tail()) > r.reader.capacity());
         const DrainResult d = r.reader.drain(*staging_);
         if (!d.complete && complete) cut = i;
         complete &= d.complete;
