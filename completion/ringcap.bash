@@ -8,7 +8,8 @@ _ringcap_record_opts="-a --all-cpus -C --cpu -p --pid -t --tid -G --cgroup -e --
 -c --count -g --call-graph --max-stack -m --mmap-pages -o --output --pipe-backlog --duration
 --wakeup-events --wakeup-watermark -r --realtime --no-realtime --collector-nice --backend --threads
 --no-direct -z --compression-level -B --no-buildid --buildid-all -N --no-buildid-cache
---buildid-cache-max --no-cut-samples --switch-output --switch-max-files --max-size --json -q --quiet
+--buildid-cache-max --no-cut-samples --switch-output --switch-max-files --max-size --json
+--flight-recorder --flight-recorder-size --flight-recorder-on-failure --control -q --quiet
 -v --verbose -h --help"
 
 # The named events ringcap accepts (src/events/event_spec.cpp, kEvents).
@@ -94,6 +95,19 @@ _ringcap_record()
                 return
             fi
             ;;
+        --control)
+            # fifo:CTL[,ACK] or fd:CTL[,ACK]: the FIFOs' paths after "fifo:".
+            if [[ $split == true ]]; then
+                if [[ $cur == fifo:* ]]; then
+                    local p=${cur#fifo:}
+                    COMPREPLY=($(compgen -f -P fifo: -- "$p"))
+                else
+                    COMPREPLY=($(compgen -W "fifo: fd:" -- "$cur"))
+                fi
+                compopt -o nospace 2>/dev/null
+                return
+            fi
+            ;;
         --switch-output)
             if [[ $split == true ]]; then
                 COMPREPLY=($(compgen -W "signal" -- "$cur"))
@@ -102,7 +116,7 @@ _ringcap_record()
             ;;
         -C | --cpu | -c | --count | --max-stack | -m | --mmap-pages | --pipe-backlog | --duration | \
             --wakeup-events | --wakeup-watermark | -r | --realtime | --collector-nice | \
-            --switch-max-files | --max-size | --buildid-cache-max)
+            --switch-max-files | --max-size | --buildid-cache-max | --flight-recorder-size)
             return  # a value of the user's
             ;;
     esac

@@ -17,6 +17,7 @@
 #include "ringcap/loop.hpp"
 #include "ringcap/pressure.hpp"
 #include "ringcap/ring.hpp"
+#include "ringcap/sideband_state.hpp"
 #include "ringcap/source.hpp"
 #include "ringcap/staging.hpp"
 #include "ringcap/writer.hpp"
@@ -31,6 +32,9 @@ struct CollectorConfig {
     // BUILD_ID: where the collector hands the executable mappings and sample pages it saw (at its
     // tick, its switch and its end); null without build-ids.
     DsoRegistry* dsos = nullptr;
+    // --flight-recorder: where the collector hands the records of tasks and mappings it copied (at
+    // its tick, its round acknowledgements and its end); null otherwise.
+    SidebandInbox* sideband = nullptr;
     int realtime_priority = 0;       // SCHED_FIFO priority for the collector's thread (0 = none)
     bool realtime_required = false;  // -r given: a refusal is an error; the default is best effort
     int nice = 0;                    // --collector-nice, unless -r: the thread's (and its encoder's) nice (0 = as is)
@@ -171,6 +175,11 @@ public:
     bool drained_past_marks() const;
     // Hands what the rings showed of mappings and sample addresses to the DsoRegistry.
     void hand_over_dsos();
+    // --flight-recorder: hands the records of tasks and mappings copied so far to the inbox.
+    void hand_over_sideband();
+    // The newest and the oldest sample time its rings showed (0: none yet).
+    uint64_t last_time() const;
+    uint64_t first_time() const;
 
     // LoopHandler
     void on_ring(uint32_t ring, uint32_t which, int revents) override;
@@ -246,6 +255,8 @@ private:
     std::unique_ptr<SampleHits> hits_;   // with registry_: sample pages since the last hand-over
     std::vector<MappedFile> new_maps_;  // mappings since the last hand-over
     std::vector<uint32_t> new_exits_;   // processes that exited since
+    SidebandInbox* sideband_inbox_ = nullptr;
+    std::vector<std::byte> sideband_;   // with sideband_inbox_: records since the last hand-over
 
     size_t start_ = 0;  // the ring each pass starts at (see pass())
     size_t live_rings_ = 0;

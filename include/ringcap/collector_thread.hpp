@@ -55,6 +55,9 @@ public:
     // with everything that pass drained queued for writing (at offsets reserved before the ack).
     void request_round(uint64_t k);
     uint64_t round_done() const { return round_done_.load(std::memory_order_acquire); }
+    // The newest sample time its rings showed, as of its last pass (the flight recorder's clock).
+    uint64_t last_time() const { return last_time_.load(std::memory_order_relaxed); }
+    uint64_t first_time() const { return first_time_.load(std::memory_order_relaxed); }  // the oldest (0: none yet)
 
     // Rotation: with round k's acknowledgement (request_round(k) follows), the collector moves on to
     // `file` at offsets from `space` (Collector::switch_output), after queuing everything it drained
@@ -140,6 +143,7 @@ private:
     std::atomic<bool> has_commands_{false};
     alignas(64) std::atomic<uint64_t> round_request_{0};
     alignas(64) std::atomic<uint64_t> round_done_{0};
+    std::atomic<uint64_t> last_time_{0}, first_time_{0};
     uint64_t marked_for_ = 0;    // the request whose ring heads are marked (Collector::mark_heads)
     uint64_t ack_for_ = 0;       // a request whose flush is under way (-z), acknowledged when done
     // Rotation: the round to switch at, and where to (under mu_); whether the previous file's writes

@@ -10,7 +10,7 @@ namespace ringcap {
 
 // 2: back-pressure (dropped now counts the samples it left out too, cut, back_pressure, per CPU and
 // per event dropped), collector_realtime.
-inline constexpr int kJsonSchemaVersion = 2;
+inline constexpr int kJsonSchemaVersion = 3;
 
 // `s` may be empty (a record that failed before it started); `exit_code` is ringcap's exit status and
 // `error` what it printed as the reason ("" for none).

@@ -40,6 +40,7 @@ struct MainWake {
     bool round_pending = false;  // requested, not yet acknowledged by every collector (an event will say)
     uint64_t new_bytes = 0;      // what the data grew by since the last round was requested
     Time last_round{};           // when the last round's marker was written
+    Clock::duration quiet_spacing = kQuietSpacing;  // shorter for a flight recorder's window (its granularity)
     std::optional<Time> duration_end;  // --duration
     std::optional<Time> status_due;    // the live status line
     std::optional<Time> hotplug_due;   // system-wide: the latest hotplug check

@@ -54,6 +54,13 @@ struct RecordOptions {
     SwitchOutput switch_output;             // --switch-output, --switch-max-files (rotation)
     uint64_t max_size = 0;                  // --max-size SIZE: stop before the file exceeds it (0 = none)
     std::string json;                       // --json PATH|-: the summary as JSON ("" = none)
+    // --flight-recorder=DURATION: keep only the newest DURATION of data, compressed, in memory; write
+    // it as a file of its own (a dump) on SIGUSR2, the control command snapshot, and at the end
+    // (0 = off). window_output.hpp.
+    double flight_recorder_s = 0;
+    uint64_t flight_recorder_size = 0;       // --flight-recorder-size SIZE: the window's memory bound (0 = default)
+    bool flight_recorder_on_failure = false; // --flight-recorder-on-failure: the end's dump only if the command failed
+    std::string control;                     // --control=fifo:CTL[,ACK] or fd:CTL[,ACK] (perf's control interface)
     uint64_t pipe_backlog = 0;              // --pipe-backlog SIZE: with -o -, stop beyond this backlog (0 = default)
     bool quiet = false;                     // -q: only errors on stderr
     bool live_status = false;               // a status line refreshed every second (the CLI sets it

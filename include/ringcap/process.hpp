@@ -4,6 +4,7 @@
 
 #include <csignal>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <sys/types.h>
 #include <vector>
@@ -73,6 +74,7 @@ private:
     UniqueFd go_, pidfd_;
     bool reaped_ = false;
     int status_ = 0;
+    std::optional<CommandOutcome> outcome_;  // finish()'s, once called
 };
 
 // The path execv would run for `cmd` (PATH lookup when it has no '/'), or "" if there is none.

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,24 @@ struct CollectorSummary {
     uint64_t bytes = 0;      // data it wrote
 };
 
+// --flight-recorder: the window at the end and every dump written.
+struct DumpSummary {
+    std::string path;
+    std::string trigger;       // "SIGUSR2", "control", "end", "command exited with status 3"
+    uint64_t bytes = 0;        // data section
+    double window_seconds = 0; // how far back it reached
+    uint64_t start_time = 0, end_time = 0;  // perf clock (ns): the window's start and its newest sample
+    int64_t samples = -1;      // counted from the file (-1: not counted, -2: the file did not parse)
+};
+struct FlightSummary {
+    double duration_s = 0;     // --flight-recorder
+    uint64_t bound = 0;        // its memory bound
+    double window_seconds = 0; // the window at the end
+    uint64_t window_bytes = 0;
+    bool shrunk = false;       // the bound, not the duration, set its start at some point
+    std::vector<DumpSummary> dumps;
+};
+
 struct RecordSummary : RecordSnapshot {
     std::string path;                // the (last) file written
     std::vector<std::string> files;  // every file kept (with --switch-output, the rotated ones)
@@ -95,6 +114,7 @@ struct RecordSummary : RecordSnapshot {
     uint64_t unwritten_bytes = 0;  // data that did not reach its destination (a write error, a pipe's
                                    // reader gone), beyond refused_bytes
     int exit_code = 0;           // the record's, or else the command's (as perf record)
+    std::optional<FlightSummary> flight;
 };
 
 // Runs a whole record of perf events as the options say. Progress and the summary go to `log`

@@ -150,6 +150,9 @@ public:
     uint64_t tail() const { return tail_; }
     // Bytes of the ring's data area.
     uint64_t capacity() const { return view_.size; }
+    // The flight recorder: the records that describe tasks and mappings (COMM, FORK, EXIT, MMAP,
+    // MMAP2) are also appended, whole, to `log` as they are copied (sideband_state.hpp). Null: not.
+    void set_sideband(std::vector<std::byte>* log) { sideband_ = log; }
     // The kernel's data_head now (ACQUIRE, as drain() loads it): rounds mark it, then wait for tail().
     uint64_t head() const { return __atomic_load_n(&view_.page->data_head, __ATOMIC_ACQUIRE); }
 
@@ -186,6 +189,7 @@ private:
     RingView view_;
     uint64_t mask_ = 0;
     uint64_t tail_ = 0;       // our copy of data_tail; we are its only writer
+    std::vector<std::byte>* sideband_ = nullptr;
     void note_mapping(uint64_t pos, const perf_event_header& hdr);
 
     const IdMap* ids_ = nullptr;

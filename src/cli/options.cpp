@@ -63,6 +63,14 @@ const char* const kRecordUsage =
     "      --switch-max-files N keep only the newest N rotated files\n"
     "      --max-size SIZE      stop before the file exceeds SIZE (e.g. 2G); exit status 0\n"
     "      --json PATH|-        also write the summary as JSON (schema in ringcap-record(1)), on every exit\n"
+    "      --flight-recorder=DURATION  keep only the newest DURATION (30s, 5m) in memory, compressed,\n"
+    "                           and write it as a file of its own (named as --switch-output names\n"
+    "                           files) on SIGUSR2, the control command snapshot, and at the end\n"
+    "      --flight-recorder-size SIZE  the window's memory bound (default: an eighth of the available\n"
+    "                           memory, at most 4G); the window shrinks when it is reached\n"
+    "      --flight-recorder-on-failure  with -- COMMAND: the dump at the end only if the command failed\n"
+    "      --control=fifo:CTL[,ACK] | fd:CTL[,ACK]  commands on a FIFO or fd, as perf record's: snapshot,\n"
+    "                           stop, ping, enable, disable; each acknowledged on ACK once done\n"
     "  -q, --quiet              print only errors (no status line, no summary)\n"
     "  -v, --verbose            print the setup (backend, O_DIRECT, sizes)\n"
     "  -h, --help               print this help\n"
@@ -288,6 +296,20 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
             o.switch_output.max_files = size_t(n);
         } else if (a == "--max-size") {
             o.max_size = parse_size(a, value());
+        } else if (a == "--flight-recorder") {
+            // The value only after '=', as --switch-output's.
+            if (!has_inline) bad("--flight-recorder needs a duration: --flight-recorder=30s");
+            o.flight_recorder_s = parse_time(a, inline_val);
+        } else if (a == "--flight-recorder-size") {
+            o.flight_recorder_size = parse_size(a, value());
+            if (o.flight_recorder_size < (16u << 20)) bad("--flight-recorder-size: at least 16M");
+        } else if (a == "--flight-recorder-on-failure") {
+            no_value();
+            o.flight_recorder_on_failure = true;
+        } else if (a == "--control") {
+            o.control = value();
+            if (o.control.rfind("fifo:", 0) != 0 && o.control.rfind("fd:", 0) != 0)
+                bad("--control takes fifo:CTL[,ACK] or fd:CTL[,ACK], got '" + o.control + "'");
         } else if (a == "--json") {
             o.json = value();
             if (o.json.empty()) bad("--json needs a path, or - for stdout");
@@ -394,8 +416,17 @@ RecordOptions parse_record_args(const std::vector<std::string>& args) {
     if (tasks && !o.command.empty()) bad("-p/-t and a command exclude each other");
     if (!o.all_cpus && !o.cpus && o.command.empty() && !tasks)
         bad("nothing to record: give -a (all CPUs), -C LIST, -p PID, -t TID, or -- COMMAND");
-    if (o.switch_output.max_files && o.switch_output.mode == SwitchOutput::Mode::None)
-        bad("--switch-max-files needs --switch-output");
+    const bool flight = o.flight_recorder_s > 0;
+    if ((o.flight_recorder_size || o.flight_recorder_on_failure) && !flight)
+        bad("--flight-recorder-size and --flight-recorder-on-failure need --flight-recorder=DURATION");
+    if (o.flight_recorder_on_failure && o.command.empty())
+        bad("--flight-recorder-on-failure needs a command (-- COMMAND) whose failure it waits for");
+    if (flight && o.output == "-") bad("--flight-recorder writes files of its own: it cannot write to -o -");
+    if (flight && o.switch_output.mode != SwitchOutput::Mode::None)
+        bad("--flight-recorder and --switch-output exclude each other: the recorder's dumps are the files");
+    if (flight && o.compression_level == 0) o.compression_level = 1;  // the window is kept compressed
+    if (o.switch_output.max_files && o.switch_output.mode == SwitchOutput::Mode::None && !flight)
+        bad("--switch-max-files needs --switch-output or --flight-recorder");
     if (o.switch_output.mode == SwitchOutput::Mode::Size && o.max_size && o.max_size <= o.switch_output.bytes)
         bad("--max-size must be larger than --switch-output's size, or the record stops before any switch");
     o.events = events ? parse_event_list(*events) : std::vector<EventSpec>{default_event()};

@@ -1,7 +1,9 @@
 #include "ringcap/collector.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <ostream>
 #include <poll.h>
 #include <unistd.h>
@@ -45,6 +47,8 @@ Collector::Collector(const CollectorConfig& cfg, std::span<const SourceRing> rin
     }
     nice_ = thread_nice();
     registry_ = cfg.dsos;
+    sideband_inbox_ = cfg.sideband;
+    if (sideband_inbox_) sideband_.reserve(1u << 20);  // handed over at least every tick: rarely outgrown
     if (registry_) hits_ = std::make_unique<SampleHits>();
     rings_.resize(rings.size());  // never resized again: the readers point at ids and events_
     for (size_t i = 0; i < rings.size(); ++i) {
@@ -74,6 +78,7 @@ void Collector::init_ring(size_t i) {
     r.reader.set_stacks(stack_dumps_);
     r.reader.set_shaping(applied_.cut_bytes, applied_.drop);
     r.reader.set_period_bases(period_bases_);
+    if (sideband_inbox_) r.reader.set_sideband(&sideband_);
 }
 
 void Collector::release_ring(size_t i) {
@@ -141,6 +146,29 @@ void Collector::hand_over_dsos() {
     new_exits_.clear();
 }
 
+uint64_t Collector::last_time() const {
+    uint64_t t = 0;
+    for (const auto& r : rings_) t = std::max({t, r.reader.counters().last_time, r.carried.last_time});
+    return t;
+}
+
+uint64_t Collector::first_time() const {
+    uint64_t t = 0;
+    for (const auto& r : rings_)
+        for (uint64_t v : {r.reader.counters().first_time, r.carried.first_time})
+            if (v && (!t || v < t)) t = v;
+    return t;
+}
+
+void Collector::hand_over_sideband() {
+    if (!sideband_inbox_ || sideband_.empty()) return;
+    {
+        std::lock_guard lock(sideband_inbox_->mu);
+        sideband_inbox_->records.insert(sideband_inbox_->records.end(), sideband_.begin(), sideband_.end());
+    }
+    sideband_.clear();  // keeps its capacity
+}
+
 void Collector::on_ring(uint32_t idx, uint32_t which, int revents) {
     RingState& r = rings_[idx];
     ++r.wakeups;
@@ -172,6 +200,7 @@ void Collector::on_source(Source s) {
     if (s == Source::Tick) {
         tick_ = true;
         hand_over_dsos();
+        hand_over_sideband();
         control_.on_tick();
     } else {
         control_.on_control(s);
@@ -283,6 +312,7 @@ void Collector::drain_rest() {
         loop_->run_once(*this, true);
     }
     hand_over_dsos();  // everything the rings held: the session finishes the file with it
+    hand_over_sideband();
 }
 
 void Collector::switch_output(OutputFile& file, FileSpace& space) {

@@ -229,6 +229,8 @@ void CollectorThread::before_pass() {
 }
 
 void CollectorThread::after_pass(bool /*complete*/) {
+    last_time_.store(collector_->last_time(), std::memory_order_relaxed);
+    if (!first_time_.load(std::memory_order_relaxed)) first_time_.store(collector_->first_time(), std::memory_order_relaxed);
     // A round: every collector drained each of its rings past the head it had when it saw the
     // request, and queued what it drained (its offsets are reserved before the acknowledgement, so
     // below the marker). That takes one complete pass, or several when staging runs short: under
@@ -244,6 +246,7 @@ void CollectorThread::after_pass(bool /*complete*/) {
         // Rotation: what this pass and the ones before drained is queued for the current file; the
         // rest goes to the next one.
         switch_if_asked(ack_for_);
+        collector_->hand_over_sideband();  // the window's start may pass what was drained so far
         round_done_.store(ack_for_, std::memory_order_release);
         ack_for_ = 0;
         // The session writes the marker as soon as the last collector acknowledged (one write per

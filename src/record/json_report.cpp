@@ -72,6 +72,23 @@ std::string summary_json(const RecordSummary& s, int exit_code, const std::strin
                                   {"bytes_in", s.compress_input},
                                   {"bytes_out", s.compressed_bytes},
                                   {"cpu_s", s.compress_cpu_seconds}};
+    // Schema 3: --flight-recorder's window and dumps (null without it).
+    if (s.flight) {
+        const FlightSummary& f = *s.flight;
+        json dumps = json::array();
+        for (const auto& d : f.dumps)
+            dumps.push_back({{"path", d.path},
+                             {"trigger", d.trigger},
+                             {"bytes", d.bytes},
+                             {"window_s", d.window_seconds},
+                             {"start_time_ns", d.start_time},
+                             {"end_time_ns", d.end_time},
+                             {"samples", d.samples >= 0 ? json(d.samples) : json(nullptr)}});
+        j["flight_recorder"] = {{"duration_s", f.duration_s}, {"size_bound", f.bound}, {"window_s", f.window_seconds},
+                                {"window_bytes", f.window_bytes}, {"shrunk", f.shrunk}, {"dumps", dumps}};
+    } else {
+        j["flight_recorder"] = nullptr;
+    }
     return j.dump() + "\n";
 }
 

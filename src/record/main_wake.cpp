@@ -14,7 +14,7 @@ std::optional<MainWake::Time> MainWake::next() const {
     // (longer while there is little);
     // while one is pending its acknowledgements are events, and without new data there is nothing
     // to order (the data growing is an event).
-    if (new_bytes > 0 && !round_pending) take(last_round + (new_bytes >= kQuietBytes ? kRoundSpacing : kQuietSpacing));
+    if (new_bytes > 0 && !round_pending) take(last_round + (new_bytes >= kQuietBytes ? kRoundSpacing : quiet_spacing));
     take(duration_end);
     take(status_due);
     take(hotplug_due);

@@ -132,7 +132,8 @@ int Command::terminate() {
 }
 
 CommandOutcome Command::finish() {
-    CommandOutcome o;
+    if (outcome_) return *outcome_;  // the first call's: a second must not see our own SIGTERM
+    CommandOutcome& o = outcome_.emplace();
     if (running()) {
         terminate();
         o.what = "was still running at the end and got SIGTERM";

@@ -95,6 +95,7 @@ void Session::start_collectors(const RecordPlan& plan, const std::vector<perf_ev
         staging_buffer_bytes_ = plan.staging_buffer_bytes();
         s.config.events = specs_.size();
         s.config.dsos = opts_.build_ids ? &dsos_ : nullptr;
+        s.config.sideband = flight() ? &sideband_inbox_ : nullptr;
         // The real-time default gives way, as the nice default does, to a priority ringcap was
         // started with (nice, systemd's Nice=, chrt): the collectors keep that one.
         // So does --collector-nice: a priority chosen for them replaces the default.
@@ -168,7 +169,9 @@ int Session::run(RingSource& source, RecordSummary& sum) {
 
     // 3. The output under a temporary name, its space allocated ahead; 4. the collectors, armed on
     // their threads (-r applies to them), before the file replaces anything.
+    if (!opts_.control.empty()) control_ = ControlChannel(opts_.control);
     if (pipe_fd_ >= 0) output_ = make_pipe_output(plan.staging_buffer_bytes(), attrs);
+    else if (flight()) output_ = std::make_unique<WindowOutput>(attr_entries(attrs));
     else output_ = std::make_unique<FileOutput>(opts_.output, opts_.allow_direct, attr_entries(attrs));
     // --max-size: what may still arrive once the record decides to stop. A quarter of each ring (the
     // default wake-up watermark: a collector that keeps up drains a ring there), and a few staging
@@ -204,6 +207,17 @@ int Session::run(RingSource& source, RecordSummary& sum) {
     wait_for_stop();
     stop();
     finish();
+    if (flight()) {
+        FlightSummary f;
+        f.duration_s = opts_.flight_recorder_s;
+        f.bound = window_bound();
+        f.window_seconds = std::chrono::duration<double>(Clock::now() - marks_.front().at).count();
+        f.window_bytes = space_->end() - marks_.front().offset;
+        f.shrunk = window_shrunk_;
+        for (const auto& d : dumps_)
+            f.dumps.push_back({d.path, d.trigger, d.data_bytes, d.window_seconds, d.start_time, d.end_time, d.samples->load()});
+        sum.flight = std::move(f);
+    }
 
     static_cast<RecordSnapshot&>(sum) = snapshot();
     sum.path = opts_.output;
@@ -216,11 +230,11 @@ int Session::run(RingSource& source, RecordSummary& sum) {
     sum.error = error_;
     sum.file_bytes = file_bytes_;
     sum.unwritten_bytes = unwritten_bytes_;
-    sum.files = rotating() ? files_ : std::vector<std::string>{opts_.output};
+    sum.files = rotating() || flight() ? files_ : std::vector<std::string>{opts_.output};
     if (!files_.empty()) sum.path = files_.back();
     sum.o_direct = output_->file().o_direct();
     sum.compression_level = opts_.compression_level;
-    bool failed = write_error_ != 0 || rotation_failed_ || !output_->error().empty();
+    bool failed = write_error_ != 0 || rotation_failed_ || dumps_failed_ || !output_->error().empty();
     for (const auto& c : collectors_) {
         failed |= c->cause() == StopCause::WriteError;
         sum.collectors.push_back({c->rings(), c->cpu_seconds(), c->snapshot().writer.bytes});
@@ -261,6 +275,11 @@ void Session::print_setup(const RecordPlan& plan, size_t ring_pages) const {
          << (output_->file().o_direct() ? "O_DIRECT" : "buffered (O_DIRECT refused or disabled)")
          << (space_->preallocating() ? ", preallocated ahead" : "") << ", data at offset " << output_->data_offset()
          << "\n";
+    if (flight())
+        log_ << "ringcap: flight recorder: the newest " << opts_.flight_recorder_s << " s kept in memory, compressed (at most "
+             << human_bytes(window_bound()) << "); written to " << opts_.output << ".<time> on SIGUSR2"
+             << (opts_.control.empty() ? "" : ", the control command snapshot") << " and at the end"
+             << (opts_.flight_recorder_on_failure ? " if the command failed" : "") << "\n";
 }
 
 void Session::write_own(std::vector<std::byte>& bytes, bool pad) {
@@ -371,6 +390,10 @@ void Session::write_start_records() {
     dsos_.add_mappings(maps);
     const perf_event_header init{kRecordFinishedInit, 0, sizeof(perf_event_header)};  // as perf: the start is complete
     sink(&init, sizeof init);
+    if (flight()) {
+        keep_start_records(start);  // every dump starts with them (the window does not)
+        return;
+    }
     if (opts_.compression_level > 0) output_->set_crash_features(kAnchorFeatures);
     write_records(start);
 }

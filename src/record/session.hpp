@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ringcap/collector_thread.hpp"
+#include "ringcap/control_channel.hpp"
 #include "ringcap/dsos.hpp"
 #include "ringcap/file_output.hpp"
 #include "ringcap/hotplug.hpp"
@@ -24,6 +25,9 @@
 #include "ringcap/plan.hpp"
 #include "ringcap/process.hpp"
 #include "ringcap/recorder.hpp"
+#include "ringcap/sideband_state.hpp"
+#include "ringcap/window_dump.hpp"
+#include "ringcap/window_output.hpp"
 
 namespace ringcap {
 
@@ -89,14 +93,38 @@ private:
     void rotation_step();    // finishes the previous file once its writes all completed
     void finish_previous();
     // Names a finished file as perf does (<out>.<YYYYmmddHHMMSScc>), keeps --switch-max-files.
-    void name_finished(OutputFile& file, uint64_t data_size, uint64_t samples);
+    void name_finished(OutputFile& file, uint64_t data_size, std::optional<uint64_t> samples, const std::string& note = "");
     // --max-size: what must fit after the data (features, ids, LOST_SAMPLES, round markers).
     uint64_t max_size_tail() const;
+
+    // session_window.cpp: --flight-recorder (window_output.hpp)
+    bool flight() const { return opts_.flight_recorder_s > 0; }
+    WindowOutput& window() const { return static_cast<WindowOutput&>(*output_); }
+    uint64_t window_bound() const;            // the window's memory bound (--flight-recorder-size, or derived)
+    void keep_start_records(std::vector<std::byte>& start);  // into start_head_ and sideband_
+    void window_marker(uint64_t end);         // a round marker ends at `end`: the window may start there
+    void trim_window();                       // to its duration and its memory bound
+    void take_sideband();                     // the collectors' records of tasks and mappings
+    // Writes the window as a file of its own (named as --switch-output's files); false if it failed
+    // (said on the log). `trigger` for the summary.
+    bool dump(const std::string& trigger);
+    // A dump asked for (SIGUSR2, the control FIFO): done once the next round's marker is written,
+    // so that it holds everything the rings held when it was asked for.
+    struct WantedDump {
+        std::string trigger;
+        bool ack;  // the control FIFO's: acknowledged once the file is complete
+    };
+    std::vector<WantedDump> wanted_dumps_;
+    void dump_wanted();
+    void finish_window();                     // the end's dump, unless the command ran clean with --flight-recorder-on-failure
+    // --control: the commands that arrived, done and acknowledged; false when one asks to stop.
+    bool serve_control();
 
     // session_loop.cpp
     void wait_for_stop();
     MainWake wake_plan(Clock::time_point now, Clock::time_point last_hotplug);
     uint64_t header_target();  // the data size the crash-safe header is kept at
+    MainWake::Clock::duration quiet_spacing() const;  // rounds while little data comes
     void round();
     void follow_hotplug();
     bool replace_ring(size_t ring);
@@ -150,6 +178,24 @@ private:
     Clock::time_point file_started_{};
     std::vector<uint64_t> samples_at_switch_;  // per collector, its sample count at the last switch
     std::vector<std::string> files_;           // finished files still on disk, oldest first
+
+    // --flight-recorder: where the window may start (after each round marker: its file offset, when,
+    // and the newest record time the collectors had reported by then), the oldest first; the state of
+    // tasks and mappings as of the window's start; the start records that are neither; the dumps.
+    struct WindowMark {
+        uint64_t offset;
+        Clock::time_point at;
+        uint64_t time;
+    };
+    std::deque<WindowMark> marks_;
+    SidebandInbox sideband_inbox_;
+    SidebandState sideband_;
+    std::vector<std::byte> start_head_;
+    std::vector<DumpInfo> dumps_;
+    DumpCounter dump_counter_;
+    bool window_shrunk_ = false;
+    bool dumps_failed_ = false;  // the memory bound, not the duration, set the window's start at least once
+    ControlChannel control_;
 
     // FINISHED_ROUND: marker k is written once every collector acknowledged round k.
     uint64_t round_ = 0;        // the round requested last (0: none)

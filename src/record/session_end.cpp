@@ -110,6 +110,10 @@ uint64_t Session::durable_end() const {
 }
 
 void Session::finish() {
+    if (flight()) {
+        finish_window();  // nothing is on disk but the dumps
+        return;
+    }
     // Rotation: the previous file first (drained: its writes all completed).
     if (prev_output_) finish_previous();
     // Everything if all writes succeeded; after a failure, the last whole record that reached the

@@ -25,6 +25,7 @@ MainWake Session::wake_plan(Clock::time_point now, Clock::time_point last_hotplu
     w.round_pending = round_ != 0;
     w.new_bytes = space_->end() - round_data_;
     w.last_round = last_round_;
+    w.quiet_spacing = quiet_spacing();
     w.duration_end = deadline_;
     if (opts_.live_status) w.status_due = last_status_ + kStatusEvery;
     if (source_->follows_cpus()) w.hotplug_due = last_hotplug + MainWake::kHotplugLatest;
@@ -48,7 +49,7 @@ void Session::wait_for_stop() {
     auto last_hotplug = Clock::now();
     bool watch_command = command_ != nullptr;
     for (;;) {
-        pollfd fds[3] = {{signals_.fd(), POLLIN, 0}, {done_fd_.get(), POLLIN, 0}, {-1, POLLIN, 0}};
+        pollfd fds[4] = {{signals_.fd(), POLLIN, 0}, {done_fd_.get(), POLLIN, 0}, {-1, POLLIN, 0}, {control_.fd(), POLLIN, 0}};
         if (watch_command) fds[2].fd = command_->pidfd();
         const MainWake w = wake_plan(Clock::now(), last_hotplug);
         // No round pending and less data than calls for one at the usual spacing: the reservation
@@ -57,7 +58,7 @@ void Session::wait_for_stop() {
         // kQuietBytes. Unless it came in between.
         const bool idle = w.new_bytes < MainWake::kQuietBytes && !w.round_pending;
         const uint64_t target = round_data_ + (w.new_bytes == 0 ? 1 : MainWake::kQuietBytes);
-        if (!idle || space_->notify_growth(done_fd_.get(), target)) ::poll(fds, 3, w.timeout_ms());
+        if (!idle || space_->notify_growth(done_fd_.get(), target)) ::poll(fds, 4, w.timeout_ms());
         if (idle) space_->cancel_growth_notice();  // awake now: our own writes need not wake us
         if (fds[0].revents) {
             const std::string sig = signals_.take();
@@ -65,9 +66,12 @@ void Session::wait_for_stop() {
                 stop_reason_ = sig;
                 return;
             }
-            // --switch-output (signal): the next round is a switch. Otherwise ignored, as perf does.
-            switch_wanted_ = opts_.switch_output.mode == SwitchOutput::Mode::Signal;
+            // --flight-recorder: a dump now. --switch-output (signal): the next round is a switch.
+            // Otherwise ignored, as perf does.
+            if (flight()) wanted_dumps_.push_back({"SIGUSR2", false});
+            else switch_wanted_ = opts_.switch_output.mode == SwitchOutput::Mode::Signal;
         }
+        if (fds[3].revents && !serve_control()) return;  // a control command: stop
         if (watch_command && fds[2].revents) {
             // Per task, the record ends when every ring hung up (the command and all its children
             // exited); system-wide it ends with the command.
@@ -136,6 +140,13 @@ void Session::wait_for_stop() {
     }
 }
 
+MainWake::Clock::duration Session::quiet_spacing() const {
+    // A flight recorder's window starts at round markers: a twentieth of its duration apart at most.
+    if (!flight()) return MainWake::kQuietSpacing;
+    const auto d = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts_.flight_recorder_s) / 20);
+    return std::clamp<Clock::duration>(d, MainWake::kRoundSpacing, MainWake::kQuietSpacing);
+}
+
 uint64_t Session::header_target() {
     // A crash-safe header needs no refresh for a round marker alone: when the header already names
     // everything before the marker, a file cut short loses nothing without it (perf delivers what it
@@ -158,13 +169,19 @@ void Session::print_status() {
     if (s.total.cut || s.total.dropped || s.pressure.slowed || s.pressure.faster_zstd)
         std::snprintf(pressure, sizeof pressure, "  cut %llu  dropped %llu%s", static_cast<unsigned long long>(s.total.cut),
                       static_cast<unsigned long long>(s.total.dropped), s.pressure.slowed ? "  rate lowered" : "");
+    // The file's size, or a flight recorder's window: how far back it reaches and its memory.
+    char where[96];
+    if (flight())
+        std::snprintf(where, sizeof where, "window %.1f s %s%s", std::chrono::duration<double>(now - marks_.front().at).count(),
+                      human_bytes(space_->end() - marks_.front().offset).c_str(), window_shrunk_ ? " (bound)" : "");
+    else
+        std::snprintf(where, sizeof where, "file %s", human_bytes(output_->data_offset() + space_->end()).c_str());
     char line[320];
     std::snprintf(line, sizeof line,
-                  "\rringcap: %.0f s  %.0f samples/s  %.1f MB/s written  lost %llu%s  staging %.0f %%  file %s\x1b[K",
+                  "\rringcap: %.0f s  %.0f samples/s  %.1f MB/s written  lost %llu%s  staging %.0f %%  %s\x1b[K",
                   s.seconds, double(s.total.samples - status_samples_) / dt, double(written - status_bytes_) / dt / 1e6,
                   static_cast<unsigned long long>(s.kernel_lost), pressure,
-                  s.staging_bytes ? 100.0 * double(s.staging_used) / double(s.staging_bytes) : 0.0,
-                  human_bytes(output_->data_offset() + space_->end()).c_str());
+                  s.staging_bytes ? 100.0 * double(s.staging_used) / double(s.staging_bytes) : 0.0, where);
     log_ << line << std::flush;
     status_shown_ = true;
     status_samples_ = s.total.samples;
@@ -197,6 +214,10 @@ void Session::round() {
         const uint64_t end = write_records(marker, &at);
         if (end == 0) return;
         marker_span_ = {at, end};
+        if (flight()) {
+            window_marker(end);
+            dump_wanted();
+        }
         // Only data beyond the marker calls for another round: the marker itself is not new data
         // (else an idle capture would write a marker every round spacing, forever).
         round_data_ = end;
@@ -215,8 +236,9 @@ void Session::round() {
     }
     // A new round only when there is new data, and not too soon.
     const uint64_t data = space_->end();
-    const auto spacing = data - round_data_ >= MainWake::kQuietBytes ? MainWake::kRoundSpacing : MainWake::kQuietSpacing;
-    if (data == round_data_ || now - last_round_ < spacing) return;
+    const auto spacing = data - round_data_ >= MainWake::kQuietBytes ? MainWake::kRoundSpacing : quiet_spacing();
+    // A dump asked for: a round now, whatever came since the last one (its marker is where it ends).
+    if (wanted_dumps_.empty() && (data == round_data_ || now - last_round_ < spacing)) return;
     round_data_ = data;
     round_ = rounds_ + 1;
     for (auto& c : collectors_) c->request_round(round_);

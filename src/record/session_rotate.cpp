@@ -52,7 +52,7 @@ std::unique_ptr<FileSpace> Session::make_space(const RecordOutput& out) {
     // writes run inline at hundreds of MB/s) would only leave a killed capture's file that much bigger.
     auto space = std::make_unique<FileSpace>(out.data_offset(),
                                              out.file().inline_writes() && opts_.compression_level == 0);
-    if (opts_.max_size) {
+    if (opts_.max_size && !flight()) {
         const int done = done_fd_.get();
         space->on_soft_limit([done] {
             const uint64_t one = 1;
@@ -184,7 +184,7 @@ void Session::finish_previous() {
     output_->publish(crash_safe_end() - output_->data_offset());
 }
 
-void Session::name_finished(OutputFile& file, uint64_t data_size, uint64_t samples) {
+void Session::name_finished(OutputFile& file, uint64_t data_size, std::optional<uint64_t> samples, const std::string& note) {
     // Two switches in one centisecond, or a file left by an earlier record: the next stamp.
     std::string name;
     for (uint64_t stamp = timestamp_now();; ++stamp) {
@@ -193,9 +193,10 @@ void Session::name_finished(OutputFile& file, uint64_t data_size, uint64_t sampl
     }
     files_.push_back(name);
     log_ << "ringcap: [ dump " << name << " ] " << human_bytes(data_size) << " of data";
-    log_ << ", " << samples << " samples";
+    if (samples) log_ << ", " << *samples << " samples";
+    if (!note.empty()) log_ << " (" << note << ")";
     log_ << "\n";
-    const size_t keep = opts_.switch_output.max_files;
+    const size_t keep = opts_.switch_output.max_files;  // also the flight recorder's dumps
     while (keep && files_.size() > keep) {
         if (const int err = file.remove_sibling(files_.front()); err == 0)
             log_ << "ringcap: removed " << files_.front() << " (--switch-max-files " << keep << ")\n";

@@ -57,6 +57,12 @@ uint64_t RingReader::account(uint64_t start, uint64_t limit, uint64_t head) {
         }
         if (rel + hdr.size > span) break;  // does not fit in this buffer
         ++counters_.records;
+        if (sideband_ && (hdr.type == PERF_RECORD_COMM || hdr.type == PERF_RECORD_FORK || hdr.type == PERF_RECORD_EXIT ||
+                          hdr.type == PERF_RECORD_MMAP || hdr.type == PERF_RECORD_MMAP2)) {
+            const size_t at = sideband_->size();
+            sideband_->resize(at + hdr.size);  // the collector reserves room: no allocation while it suffices
+            copy_out(pos, sideband_->data() + at, hdr.size);
+        }
         switch (hdr.type) {
             case PERF_RECORD_SAMPLE: {
                 if (hdr.size >= field::kSampleTime + 8) {

@@ -18,5 +18,7 @@ if ! command -v shellcheck >/dev/null; then
   echo "SKIP: shellcheck not installed (apt-get install shellcheck; scripts/bootstrap --tests does)"
   exit 77
 fi
+# The scripts name what they source relative to the source tree (# shellcheck source=tests/...).
+cd "$src" || exit 1
 shellcheck "${files[@]}" || exit 1
 echo "shellcheck: OK"

@@ -71,7 +71,7 @@ TEST_CASE("several collectors: every collector's data in one file perf reads, in
         INFO("--threads=" << spec);
         auto r = run_command(std::string(RINGCAP_BINARY) + " record -a --threads=" + spec +
                              " -F 4000 --call-graph dwarf -o " + f.path +
-                             " -- sh -c 'busy() { i=0; while [ $i -lt 150000 ]; do i=$((i+1)); done; }; busy & busy; "
+                             " -- sh -c 'busy() { i=0; while [ $i -lt 600000 ]; do i=$((i+1)); done; }; busy & busy; "
                              "wait' 2>&1");
         INFO(r.output);
         REQUIRE(r.status == 0);

@@ -107,7 +107,8 @@ TEST_CASE("JSON summary (--json): python3 reads it and its counts are perf repor
     REQUIRE(r.status == 0);
     INFO(read_file(json.path));
     const PerfStats st = perf_report_stats(perf, out.path);
-    CHECK(py(json.path, "j['version']") == "2");
+    CHECK(py(json.path, "j['version']") == std::to_string(kJsonSchemaVersion));
+    CHECK(py(json.path, "j['flight_recorder']") == "None");
     CHECK(py(json.path, "j['samples']") == std::to_string(st.count("SAMPLE")));
     CHECK(py(json.path, "j['exit_code']") == "0");
     CHECK(py(json.path, "j['error']") == "None");

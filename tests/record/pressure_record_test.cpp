@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "ringcap/json_report.hpp"
 #include "tools.hpp"
 
 namespace {
@@ -65,7 +66,7 @@ TEST_CASE("back-pressure on a slow disk: dwarf stacks cut, counted, and perf sti
     INFO(c.log);
     REQUIRE(c.status == 0);
     REQUIRE(c.json.is_object());
-    CHECK(c.json["version"] == 2);
+    CHECK(c.json["version"] == ringcap::kJsonSchemaVersion);
     const long long cut = c.json["cut"], samples = c.json["samples"], lost = c.json["lost"], dropped = c.json["dropped"];
     INFO(samples << " samples, " << cut << " cut, " << dropped << " dropped, " << lost << " lost by the kernel");
     CHECK(cut > 0);

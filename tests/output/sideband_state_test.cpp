@@ -1,0 +1,151 @@
+// The flight recorder's state of tasks and mappings (sideband_state.hpp), on hand-made records.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <linux/perf_event.h>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ringcap/records.hpp"
+#include "ringcap/sideband_state.hpp"
+
+using namespace ringcap;
+
+namespace {
+
+// kDefaultSampleType's sample_id: {pid, tid}, time, {cpu, res}, id.
+void sample_id(std::vector<std::byte>& r, uint64_t time) {
+    const uint64_t id[4] = {0, time, 0, 0};
+    const auto* b = reinterpret_cast<const std::byte*>(id);
+    r.insert(r.end(), b, b + sizeof id);
+}
+
+std::vector<std::byte> record(uint32_t type, uint16_t misc, const void* body, size_t len, const std::string& text,
+                              uint64_t time) {
+    std::vector<std::byte> r(sizeof(perf_event_header));
+    const auto* b = static_cast<const std::byte*>(body);
+    r.insert(r.end(), b, b + len);
+    if (!text.empty()) {
+        const size_t padded = (text.size() + 1 + 7) & ~size_t(7);
+        const size_t at = r.size();
+        r.resize(at + padded);
+        std::memcpy(r.data() + at, text.data(), text.size());
+    }
+    sample_id(r, time);
+    const perf_event_header h{type, misc, uint16_t(r.size())};
+    std::memcpy(r.data(), &h, sizeof h);
+    return r;
+}
+
+std::vector<std::byte> comm(uint32_t pid, uint32_t tid, const std::string& name, uint64_t t, bool exec = false) {
+    const CommBody b{pid, tid};
+    return record(PERF_RECORD_COMM, exec ? PERF_RECORD_MISC_COMM_EXEC : 0, &b, sizeof b, name, t);
+}
+std::vector<std::byte> fork_exit(uint32_t type, uint32_t pid, uint32_t ppid, uint32_t tid, uint32_t ptid, uint64_t t) {
+    const ForkBody b{pid, ppid, tid, ptid, t};
+    return record(type, 0, &b, sizeof b, "", t);
+}
+std::vector<std::byte> mmap2(uint32_t pid, uint64_t addr, uint64_t len, const std::string& path, uint64_t t) {
+    Mmap2Body b{};
+    b.pid = b.tid = pid;
+    b.addr = addr;
+    b.len = len;
+    b.prot = 5;  // PROT_READ | PROT_EXEC
+    return record(PERF_RECORD_MMAP2, PERF_RECORD_MISC_USER, &b, sizeof b, path, t);
+}
+
+void add(SidebandState& s, const std::vector<std::byte>& r) { s.add(r.data(), r.size()); }
+
+// What emit() describes: threads (pid/tid -> name) and each process's mapped paths, in order.
+struct Seen {
+    std::map<std::pair<uint32_t, uint32_t>, std::string> threads;
+    std::map<uint32_t, std::vector<std::string>> maps;
+};
+Seen seen(const SidebandState& s) {
+    std::vector<std::byte> out;
+    s.emit(out);
+    Seen v;
+    for (size_t at = 0; at < out.size();) {
+        perf_event_header h;
+        std::memcpy(&h, out.data() + at, sizeof h);
+        REQUIRE(h.size >= sizeof h);
+        REQUIRE(h.size % 8 == 0);
+        const std::byte* body = out.data() + at + sizeof h;
+        if (h.type == PERF_RECORD_COMM) {
+            CommBody b;
+            std::memcpy(&b, body, sizeof b);
+            v.threads[{b.pid, b.tid}] = reinterpret_cast<const char*>(body + sizeof b);
+        } else if (h.type == PERF_RECORD_MMAP2) {
+            Mmap2Body b;
+            std::memcpy(&b, body, sizeof b);
+            v.maps[b.pid].push_back(reinterpret_cast<const char*>(body + sizeof b));
+        }
+        at += h.size;
+    }
+    return v;
+}
+
+}  // namespace
+
+TEST_CASE("sideband state: records up to the window's start are folded, later ones wait", "[sideband]") {
+    SidebandState s;
+    add(s, comm(10, 10, "app", 0));
+    add(s, mmap2(10, 0x1000, 0x1000, "/usr/bin/app", 0));
+    add(s, mmap2(10, 0x7000, 0x1000, "/usr/lib/libfoo.so", 500));
+    add(s, fork_exit(PERF_RECORD_FORK, 10, 10, 11, 10, 600));  // a thread
+    add(s, fork_exit(PERF_RECORD_FORK, 20, 10, 20, 10, 700));  // a child process
+    add(s, comm(20, 20, "child", 800, true));                    // which execs
+    add(s, mmap2(20, 0x2000, 0x1000, "/usr/bin/child", 900));
+    s.fold(650);
+    Seen v = seen(s);
+    CHECK(v.threads.size() == 2);
+    CHECK(v.threads[{10, 11}] == "app");  // a new thread takes its process's name
+    CHECK(v.maps[10] == std::vector<std::string>{"/usr/bin/app", "/usr/lib/libfoo.so"});
+    CHECK(s.pending() == 3);
+    s.fold(1000);
+    v = seen(s);
+    CHECK(v.threads[{20, 20}] == "child");
+    // The child had its parent's mappings until its exec; after it, only its own.
+    CHECK(v.maps[20] == std::vector<std::string>{"/usr/bin/child"});
+    CHECK(s.processes() == 2);
+}
+
+TEST_CASE("sideband state: an exit is folded only once it is well before the window's start", "[sideband]") {
+    SidebandState s;
+    add(s, comm(30, 30, "short", 0));
+    add(s, mmap2(30, 0x1000, 0x1000, "/usr/bin/short", 0));
+    const uint64_t exit_at = 5'000'000'000;
+    add(s, fork_exit(PERF_RECORD_EXIT, 30, 1, 30, 1, exit_at));
+    // Samples of it may still come just after the window's start: it stays named.
+    s.fold(exit_at + SidebandState::kExitLagNs / 2);
+    CHECK(seen(s).threads.count({30, 30}) == 1);
+    CHECK(s.pending() == 1);
+    s.fold(exit_at + SidebandState::kExitLagNs + 1);
+    CHECK(seen(s).threads.empty());
+    CHECK(s.processes() == 0);
+}
+
+TEST_CASE("sideband state: a mapping replaces the older ones it covers, partial overlaps stay in order", "[sideband]") {
+    SidebandState s;
+    add(s, comm(40, 40, "jit", 0));
+    add(s, mmap2(40, 0x10000, 0x1000, "/tmp/old-a", 1));
+    add(s, mmap2(40, 0x11000, 0x1000, "/tmp/old-b", 2));
+    add(s, mmap2(40, 0x11800, 0x1000, "/tmp/straddles", 3));
+    add(s, mmap2(40, 0x10000, 0x2000, "/tmp/new", 4));  // covers old-a and old-b
+    s.fold(10);
+    CHECK(seen(s).maps[40] == std::vector<std::string>{"/tmp/straddles", "/tmp/new"});
+    CHECK(s.mappings() == 2);
+}
+
+TEST_CASE("sideband state: other records and short ones are ignored", "[sideband]") {
+    SidebandState s;
+    const uint64_t lost[2] = {1, 2};
+    auto r = record(PERF_RECORD_LOST, 0, lost, sizeof lost, "", 5);
+    s.add(r.data(), r.size());
+    auto c = comm(1, 1, "x", 5);
+    s.add(c.data(), c.size() - 8);  // its size field says more
+    CHECK(s.pending() == 0);
+    CHECK(SidebandState::wanted(PERF_RECORD_MMAP2));
+    CHECK_FALSE(SidebandState::wanted(PERF_RECORD_SAMPLE));
+}
