@@ -16,7 +16,9 @@
 #    and under ringcap record, -F 10000 --call-graph dwarf, with and without -z, 16 idle
 #    IDLE_SECONDS (60) at -a -F 100: each thread's wake-ups per second and CPU, perf beside ringcap,
 #    17 a LONG_MINUTES (10) ringcap capture at -F 100 with --switch-output=1m: CPU, peak RSS, every
-#    file read by perf; both in bench/idle.sh)
+#    file read by perf; both in bench/idle.sh), 18 the flight recorder at 10 kHz dwarf on busy
+#    CPUs: a dump on SIGUSR2 (how long it takes, its samples and span), lost samples, peak RSS
+#    against the window, CPU against -z to a file, what perf resolves (bench/flight.sh)
 # Busy workloads print, per ringcap run: kernel-lost, dropped and cut samples (back-pressure), CPU
 # and bytes per captured sample.
 #
@@ -697,6 +699,12 @@ if want 13; then
     else
         echo "workload 13 skipped: no ringcap_synthbench next to $RINGCAP (set SYNTHBENCH=...)"
     fi
+fi
+
+if want 18; then
+    echo
+    PERF="$PERF" RINGCAP="$RINGCAP" BENCHTOOL="$BT" WORK="$WORK" "$HERE/flight.sh" "$([ "$QUICK" = 1 ] && echo 25 || echo 45)" ||
+        echo "  ! bench/flight.sh failed (exit $?)"
 fi
 
 for w in 16 17; do
