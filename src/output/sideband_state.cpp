@@ -85,7 +85,7 @@ void SidebandState::fold(uint64_t t) {
     const uint64_t exits = t > kExitLagNs ? t - kExitLagNs : 0;
     for (auto it = pending_.begin(); it != pending_.end() && it->first <= t;) {
         if (type_of(it->second) == PERF_RECORD_EXIT && it->first > exits) {
-            ++it;  // later, with what follows it kept in order behind it only for this task
+            ++it;  // kept until it is kExitLagNs older than the window's start
             continue;
         }
         apply(it->second);

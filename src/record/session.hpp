@@ -193,6 +193,7 @@ private:
     std::vector<std::byte> start_head_;
     std::vector<DumpInfo> dumps_;
     DumpCounter dump_counter_;
+    mutable uint64_t window_bound_ = 0;  // window_bound(), once read
     bool window_shrunk_ = false;
     bool dumps_failed_ = false;  // the memory bound, not the duration, set the window's start at least once
     ControlChannel control_;

@@ -25,14 +25,15 @@ uint64_t mem_available() {
 }  // namespace
 
 uint64_t Session::window_bound() const {
-    if (opts_.flight_recorder_size) return opts_.flight_recorder_size;
+    if (window_bound_) return window_bound_;  // read once, at the start
+    if (opts_.flight_recorder_size) return window_bound_ = opts_.flight_recorder_size;
     // An eighth of the memory available at the start (the window is charged to ringcap's memory
     // cgroup, whose limit the plan already fitted staging to), between 64 MiB and 4 GiB.
     uint64_t bound = std::clamp<uint64_t>(mem_available() / 8, 64ull << 20, 4ull << 30);
     const HostLimits host = HostLimits::current();
     if (host.memory_limit && *host.memory_limit > host.memory_usage)
         bound = std::min(bound, std::max<uint64_t>((*host.memory_limit - host.memory_usage) / 2, 16ull << 20));
-    return bound;
+    return window_bound_ = bound;
 }
 
 void Session::keep_start_records(std::vector<std::byte>& start) {
