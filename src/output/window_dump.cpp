@@ -30,26 +30,34 @@ int copy_range(int in, uint64_t in_off, int out, uint64_t out_off, uint64_t len)
 
 namespace {
 
-// Counts the whole records at the start of [p, p + n); returns the bytes they take.
-size_t count_whole(const std::byte* p, size_t n, RecordCount& c) {
+// Calls fn(header, record) for each whole record at the start of [p, p + n); returns the bytes they
+// take. A size below a header's is garbage: `ok` false, and all of it taken.
+template <typename Fn>
+size_t for_each_record(const std::byte* p, size_t n, bool& ok, Fn fn) {
     size_t pos = 0;
     while (n - pos >= sizeof(perf_event_header)) {
         perf_event_header h;
         std::memcpy(&h, p + pos, sizeof h);
         if (h.size < sizeof h) {
-            c.ok = false;
+            ok = false;
             return n;
         }
         if (h.size > n - pos) break;
-        ++c.records;
-        if (h.type == PERF_RECORD_SAMPLE) ++c.samples;
+        fn(h, p + pos);
         pos += h.size;
     }
     return pos;
 }
 
-// The records of a data section read so far, `buf` from `*pos`: COMPRESSED ones decompressed into
-// `plain` (one stream across records, as perf reads them) and their records counted.
+size_t count_whole(const std::byte* p, size_t n, RecordCount& c) {
+    return for_each_record(p, n, c.ok, [&c](const perf_event_header& h, const std::byte*) {
+        ++c.records;
+        if (h.type == PERF_RECORD_SAMPLE) ++c.samples;
+    });
+}
+
+// The records of a data section read so far: COMPRESSED ones decompressed into `plain` (one stream
+// across records, as perf reads them) and their records counted.
 struct Walker {
     RecordCount c;
     ZSTD_DStream* zs = ZSTD_createDStream();
@@ -59,20 +67,10 @@ struct Walker {
     ~Walker() { ZSTD_freeDStream(zs); }
 
     size_t walk(const std::byte* p, size_t n) {
-        size_t pos = 0;
-        while (n - pos >= sizeof(perf_event_header)) {
-            perf_event_header h;
-            std::memcpy(&h, p + pos, sizeof h);
-            if (h.size < sizeof h) {
-                c.ok = false;
-                return n;
-            }
-            if (h.size > n - pos) break;
-            if (h.type == kRecordCompressed) inflate(p + pos + sizeof h, h.size - sizeof h);
-            else count_whole(p + pos, h.size, c);
-            pos += h.size;
-        }
-        return pos;
+        return for_each_record(p, n, c.ok, [this](const perf_event_header& h, const std::byte* rec) {
+            if (h.type == kRecordCompressed) inflate(rec + sizeof h, h.size - sizeof h);
+            else count_whole(rec, h.size, c);
+        });
     }
 
     void inflate(const std::byte* z, size_t n) {
