@@ -45,6 +45,7 @@ public:
     static constexpr size_t kMinRingPages = 4;
     // Staging buffers (of --staging-kb, 1 MiB) when --staging-buffers is not given.
     static constexpr size_t kDefaultStagingBuffers = 64;
+    static constexpr size_t kFlightStagingBuffers = 16;  // --flight-recorder (plan.cpp)
 
     // Memory a record needs beyond its staging buffers (code, heap, page cache of the output) when a
     // memory cgroup limit applies. Ring memory is not charged to the cgroup (measured: 2 x 64 MiB
