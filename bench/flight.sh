@@ -19,7 +19,7 @@ cpu_ticks() { awk '{ print $14 + $15 }' /proc/"$1"/stat; }
 
 # The share (%) of the busy loops' samples whose symbol perf resolves.
 resolved_share() {
-    "$PERF" report --stdio --no-children --comm benchtool --sort sym -i "$1" 2>/dev/null |
+    "$PERF" report --stdio --no-children -g none --comm benchtool --sort sym -i "$1" 2>/dev/null |
         awk '/^ *[0-9.]+%/ { p = $1 + 0; if ($0 ~ /\[unknown\]|0x[0-9a-f]+$/) u += p; else k += p }
              END { if (k + u > 0) printf "%.1f", 100 * k / (k + u); else print "-" }'
 }
@@ -74,6 +74,7 @@ wait "$pid" || echo "  ! ringcap -z exited with status $?"
 awk -v a="$fr_cpu" -v b=$((c1 - c0)) -v hz="$TICK" -v s=$((SECONDS_RUN - 17)) 'BEGIN {
     printf "  CPU over the same %d s: flight recorder %.2f s, -z to a file %.2f s (ratio %.2f)\n", s, a / hz, b / hz, b ? a / b : 0 }'
 
-# 3. What perf resolves.
+# 3. What perf resolves (the load stopped first: perf report has work of its own).
+kill $s1 $s2 2>/dev/null || true
 echo "  busy-loop samples resolved to a symbol: dump $(resolved_share "$first") %, -z file $(resolved_share "$dir/z.data") %"
 rm -rf "$dir"

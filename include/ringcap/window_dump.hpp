@@ -43,8 +43,9 @@ public:
     DumpCounter(const DumpCounter&) = delete;
     DumpCounter& operator=(const DumpCounter&) = delete;
     ~DumpCounter() { join(); }
-    // `fd` is borrowed until the count ends: the thread keeps its own duplicate.
-    void start(int fd, uint64_t offset, uint64_t len, std::shared_ptr<std::atomic<int64_t>> out);
+    // `fd` is borrowed until the count ends: the thread keeps its own duplicate. `background`: at
+    // nice 19 (a dump while recording); else at the caller's priority (the end's: it is waited for).
+    void start(int fd, uint64_t offset, uint64_t len, std::shared_ptr<std::atomic<int64_t>> out, bool background = true);
     void join();
 
 private:

@@ -119,11 +119,11 @@ RecordCount count_records(int fd, uint64_t offset, uint64_t len) {
     return w.c;
 }
 
-void DumpCounter::start(int fd, uint64_t offset, uint64_t len, std::shared_ptr<std::atomic<int64_t>> out) {
+void DumpCounter::start(int fd, uint64_t offset, uint64_t len, std::shared_ptr<std::atomic<int64_t>> out, bool background) {
     join();
     const int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
-    thread_ = std::thread([own, offset, len, out] {
-        ::setpriority(PRIO_PROCESS, 0, 19);  // this thread only (Linux): never in the capture's way
+    thread_ = std::thread([own, offset, len, out, background] {
+        if (background) ::setpriority(PRIO_PROCESS, 0, 19);  // this thread only (Linux): never in the capture's way
         const RecordCount c = count_records(own, offset, len);
         out->store(c.ok ? int64_t(c.samples) : -2);
         ::close(own);

@@ -211,8 +211,8 @@ int Session::run(RingSource& source, RecordSummary& sum) {
         FlightSummary f;
         f.duration_s = opts_.flight_recorder_s;
         f.bound = window_bound();
-        f.window_seconds = std::chrono::duration<double>(Clock::now() - marks_.front().at).count();
-        f.window_bytes = space_->end() - marks_.front().offset;
+        f.window_seconds = window_end_.first;
+        f.window_bytes = window_end_.second;
         f.shrunk = window_shrunk_;
         for (const auto& d : dumps_)
             f.dumps.push_back({d.path, d.trigger, d.data_bytes, d.window_seconds, d.start_time, d.end_time, d.samples->load()});

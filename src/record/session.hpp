@@ -195,7 +195,9 @@ private:
     DumpCounter dump_counter_;
     mutable uint64_t window_bound_ = 0;  // window_bound(), once read
     bool window_shrunk_ = false;
-    bool dumps_failed_ = false;  // the memory bound, not the duration, set the window's start at least once
+    bool dumps_failed_ = false;
+    bool stopped_ = false;                           // finish_window() began
+    std::pair<double, uint64_t> window_end_{0, 0};  // the window at the end: seconds, bytes  // the memory bound, not the duration, set the window's start at least once
     ControlChannel control_;
 
     // FINISHED_ROUND: marker k is written once every collector acknowledged round k.

@@ -169,7 +169,7 @@ bool Session::dump(const std::string& trigger) {
         name_finished(out.file(), info.data_bytes, std::nullopt, note.str());
         info.path = files_.back();
         file_bytes_ += info.data_bytes;
-        dump_counter_.start(out.file().buffered_fd(), at, info.data_bytes, info.samples);
+        dump_counter_.start(out.file().buffered_fd(), at, info.data_bytes, info.samples, /*background=*/!stopped_);
         if (opts_.build_id_cache && !build_ids.empty()) cache_build_ids(build_ids);
     } catch (const Error& e) {
         clear_status();
@@ -192,7 +192,10 @@ void Session::dump_wanted() {
 }
 
 void Session::finish_window() {
+    stopped_ = true;  // what is counted now is waited for
     dump_wanted();  // asked for before the stop: everything drained is in them too
+    trim_window();
+    window_end_ = {std::chrono::duration<double>(Clock::now() - marks_.front().at).count(), space_->end() - marks_.front().offset};
     if (command_ && opts_.flight_recorder_on_failure) {
         const CommandOutcome c = command_->finish();
         if (c.exit_code == 0) {
