@@ -53,6 +53,7 @@ SyntheticRun record_synthetic(const std::string& path, unsigned rings, double mb
     o.build_ids = false;
     o.staging_buffers = staging_buffers;
     o.staging_buffer_bytes = staging_kb * 1024;
+    o.threads = "1";  // one collector for every ring, as these tests measure it (the default is one per CPU)
     std::ostringstream log;
     SyntheticRun run;
     const int rc = run_record(o, source, log, &run.sum);
