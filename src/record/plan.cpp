@@ -116,10 +116,12 @@ RecordPlan RecordPlan::make(const RecordOptions& opts, const RingSource& source,
     // of 8). Shared out among the collectors.
     p.staging_buffers_ = opts.staging_buffers ? opts.staging_buffers : kDefaultStagingBuffers;
     // A flight recorder writes to memory, never waits for a disk, and is meant to run for days: its
-    // staging (ringcap's resident memory beside the window) is 16 buffers unless given. Its rings
-    // stay as large (kernel memory, not in ringcap's RSS): at 10 kHz dwarf 8 MiB rings cost it
-    // about twice the CPU of 32 MiB ones (more wake-ups, smaller batches).
-    if (opts.flight_recorder_s > 0 && !opts.staging_buffers) p.staging_buffers_ = kFlightStagingBuffers;
+    // own memory (rings and staging are ringcap's resident memory, the window aside) is kept small,
+    // 8 MiB rings at most and 16 staging buffers, unless given.
+    if (opts.flight_recorder_s > 0) {
+        if (!opts.mmap_pages) p.ring_pages_ = std::min(p.ring_pages_, std::max<size_t>(128, (size_t(8) << 20) / host.page_size));
+        if (!opts.staging_buffers) p.staging_buffers_ = kFlightStagingBuffers;
+    }
     p.staging_buffer_bytes_ = opts.staging_buffer_bytes;
     if (host.memory_limit) p.fit_staging(opts, host, rings);
     p.loop_.backend = source.level_triggered_ok() ? opts.backend : Backend::Uring;

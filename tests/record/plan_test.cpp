@@ -55,13 +55,15 @@ TEST_CASE("default ring size: perf's 128 pages, or up to 32 MiB per ring and 256
     CHECK(default_ring_pages(4096, true, 4096) == 128);  // never below perf's default
 }
 
-TEST_CASE("a flight recorder keeps its staging small: 16 buffers unless given", "[plan]") {
+TEST_CASE("a flight recorder keeps its own memory small: 8 MiB rings at most and 16 staging buffers, unless given",
+          "[plan]") {
     PerfSource two({parse_event("cpu-clock")}, cpus(2));
     const RecordPlan p = RecordPlan::make(options({"-a", "--flight-recorder=30s"}), two, host(true));
+    CHECK(p.ring_pages() == 2048);
     CHECK(p.staging_buffers() == RecordPlan::kFlightStagingBuffers);
-    CHECK(p.ring_pages() == 8192);  // the rings as for a file
-    const RecordPlan given = RecordPlan::make(options({"-a", "--flight-recorder=30s", "--staging-buffers", "8"}), two, host(true));
-    CHECK(given.staging_buffers() == 8);
+    const RecordPlan given = RecordPlan::make(options({"-a", "--flight-recorder=30s", "-m", "8192"}), two, host(true));
+    CHECK(given.ring_pages() == 8192);
+    CHECK(RecordPlan::make(options({"-a", "--flight-recorder=30s"}), two, host(false)).ring_pages() == 128);
 }
 
 TEST_CASE("the plan takes -m as given, else the default for its ring count", "[plan]") {
