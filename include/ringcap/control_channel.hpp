@@ -1,7 +1,8 @@
 // perf record's control interface (--control=fifo:CTL[,ACK] or fd:CTL[,ACK]): commands written to a
 // FIFO or an inherited fd (snapshot, stop, ping, enable, disable; one per line or per write), each
-// acknowledged with "ack\n" on ACK once done, as perf does. ringcap runs as root: a FIFO is opened
-// without following a symlink, non-blocking, and used only if it is a FIFO.
+// acknowledged with "ack\n" on ACK once done, as perf does. ringcap runs as root: a FIFO's name is
+// opened O_PATH without following a symlink, and opened for reading and writing (non-blocking) only
+// if it is a FIFO (dir.hpp, open_fifo).
 #pragma once
 
 #include <string>

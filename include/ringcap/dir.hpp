@@ -3,7 +3,7 @@
 // replaces is reached through a directory fd with *at() calls, no name is followed (O_NOFOLLOW,
 // RESOLVE_NO_SYMLINKS), a new file has no name until it is complete (O_TMPFILE, or where the
 // filesystem lacks it O_EXCL under an unpredictable name), and no file is opened by name twice: a
-// second open goes through /proc/self/fd of the first, or is checked against it (st_dev, st_ino).
+// second open goes through /proc/self/fd of the first (refused, EOPNOTSUPP, without /proc).
 // Functions return an invalid UniqueFd / Dir, or an errno value, and leave errno set; none throws.
 #pragma once
 
@@ -86,15 +86,17 @@ public:
 
     // An existing regular file, opened with `flags` (O_RDONLY, O_RDWR...) without following a
     // symlink, without blocking on a FIFO and without ever opening a device: the name is opened
-    // O_PATH first and re-opened only once fstat shows a regular file. `st` receives its fstat, also
-    // when it is not a regular file (errno EINVAL then; ELOOP for a symlink).
+    // O_PATH first and re-opened (through /proc/self/fd) only once fstat shows a regular file. `st`
+    // receives its fstat, also when it is not a regular file (errno EINVAL then; ELOOP for a symlink;
+    // EOPNOTSUPP without /proc: nothing is then opened for reading).
     UniqueFd open_regular(std::string_view name, int flags, struct stat* st = nullptr) const;
     // lstat of `name`: 0 or errno.
     int stat_at(std::string_view name, struct stat& st) const;
     // Whether `name` is still the file `st` describes (same device and inode, not a symlink).
     bool holds(std::string_view name, const struct stat& st) const;
     std::vector<std::string> names() const;  // what the directory holds (not . and ..)
-    int rename(std::string_view from, std::string_view to) const;  // 0 or errno; within this directory
+    // 0 or errno; within this directory. `flags` as renameat2's (RENAME_NOREPLACE).
+    int rename(std::string_view from, std::string_view to, unsigned flags = 0) const;
     int unlink(std::string_view name) const;                        // 0 or errno
 
 private:
@@ -109,10 +111,15 @@ UniqueFd reopen(int fd, int flags);
 // Opens a path another process named (a mapped file), trusting nothing in it: resolved without
 // symlinks (openat2 RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS, else O_NOFOLLOW on the last
 // component), O_PATH first, and re-opened O_RDONLY | O_NONBLOCK | O_NOCTTY only if it is a regular
-// file. `st` receives its fstat. Errors: ELOOP (a symlink on the way), EINVAL (not a regular file).
+// file. `st` receives its fstat. Errors: ELOOP (a symlink on the way), EINVAL (not a regular file),
+// EOPNOTSUPP (no /proc/self/fd to re-open it through).
 UniqueFd open_untrusted_file(const std::string& path, struct stat& st);
 // The same for a magic link that names one file (/proc/PID/map_files/...): followed, it is the point.
 UniqueFd open_magic_link_file(const std::string& path, struct stat& st);
+// A FIFO that ringcap's own option names (--control fifo:PATH): the last component not followed,
+// O_PATH first, and opened with `flags` (O_NONBLOCK added) only if fstat shows a FIFO, so that a
+// regular file or a device at the name is never opened. Errors as Dir::open_regular's.
+UniqueFd open_fifo(const std::string& path, int flags, struct stat& st);
 
 // Tests: create() as where the filesystem has no O_TMPFILE (named temporaries).
 void force_named_temporaries(bool on);

@@ -93,6 +93,7 @@ std::string dso_skip_reason(int err) {
         case ELOOP: return "its path leads through a symlink now";
         case EINVAL: return "not a regular file now";
         case EWOULDBLOCK: return "another process holds a lease on it";
+        case EOPNOTSUPP: return "not opened: /proc/self/fd is missing to re-open it safely (mount /proc)";
         case ETIMEDOUT: return "not reached in time";
         default: return errno_text(err);
     }
@@ -133,7 +134,7 @@ BuildIdPass collect_build_ids(const std::vector<DsoRef>& dsos, std::chrono::mill
                 BuildIdPass& p = shared->pass;
                 if (err) {
                     ++p.skipped;
-                    const bool refused = err == ELOOP || err == EINVAL;
+                    const bool refused = err == ELOOP || err == EINVAL || err == EOPNOTSUPP;
                     if (refused) ++p.refused;
                     if (p.first_skip.empty() || (refused && p.refused == 1))
                         p.first_skip = d.path + ": " + dso_skip_reason(err);

@@ -6,20 +6,27 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ringcap/dir.hpp"
+
 namespace ringcap {
 
 namespace {
 
 // A FIFO by its path: O_RDWR so that opening never waits for the other end and a writer that goes
-// away is no end of file; O_NOFOLLOW and then fstat, so that nothing but a FIFO is ever used.
-UniqueFd open_fifo(const std::string& path, const char* what) {
-    UniqueFd fd(::open(path.c_str(), O_RDWR | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
-    if (!fd) throw Error(std::string("--control: cannot open the ") + what + " FIFO '" + path + "': " + errno_text(errno) +
-                         (errno == ENOENT ? " (make it first: mkfifo " + path + ")" : ""));
+// away is no end of file. Opened as dir.hpp's open_fifo does (O_PATH first, used only if it is a
+// FIFO): a regular file or a device at the name is never opened.
+UniqueFd open_control_fifo(const std::string& path, const char* what) {
     struct stat st{};
-    if (::fstat(fd.get(), &st) != 0 || !S_ISFIFO(st.st_mode))
-        throw Error(std::string("--control: '") + path + "' (the " + what + " FIFO) is not a FIFO: make one with mkfifo");
-    return fd;
+    UniqueFd fd = open_fifo(path, O_RDWR, st);
+    if (fd) return fd;
+    const int err = errno;
+    const std::string which = std::string("--control: '") + path + "' (the " + what + " FIFO)";
+    if (err == ELOOP) throw Error(which + " is a symlink, which is not followed: name the FIFO itself");
+    if (err == EINVAL) throw Error(which + " is not a FIFO: make one with mkfifo");
+    throw Error(std::string("--control: cannot open the ") + what + " FIFO '" + path + "': " + errno_text(err) +
+                (err == ENOENT ? " (make it first: mkfifo " + path + ")"
+                 : err == EOPNOTSUPP ? std::string(" (/proc is not mounted: ringcap opens it through /proc/self/fd)")
+                                     : std::string()));
 }
 
 UniqueFd inherited_fd(const std::string& n, const char* what) {
@@ -40,8 +47,8 @@ ControlChannel::ControlChannel(const std::string& spec) {
     const size_t comma = rest.find(',');
     const std::string ctl = rest.substr(0, comma), ack = comma == std::string::npos ? "" : rest.substr(comma + 1);
     if (ctl.empty()) throw Error("--control " + spec + ": name the control " + std::string(fifo ? "FIFO" : "fd"));
-    ctl_ = fifo ? open_fifo(ctl, "control") : inherited_fd(ctl, "control");
-    if (!ack.empty()) ack_ = fifo ? open_fifo(ack, "ack") : inherited_fd(ack, "ack");
+    ctl_ = fifo ? open_control_fifo(ctl, "control") : inherited_fd(ctl, "control");
+    if (!ack.empty()) ack_ = fifo ? open_control_fifo(ack, "ack") : inherited_fd(ack, "ack");
 }
 
 std::vector<std::string> ControlChannel::take() {

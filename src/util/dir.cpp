@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <stdio.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -43,29 +44,25 @@ std::string temp_name(std::string_view stem) {
     return std::string(stem) + ".ringcap-tmp-" + random_suffix();
 }
 
-// After O_PATH: refuses what must never be opened for real (ELOOP for a symlink, EINVAL for a FIFO,
-// device or socket) and re-opens a regular file through /proc/self/fd. Without /proc, opens `name`
-// again (no symlink followed, never blocking) and keeps it only if it is the same file.
-UniqueFd open_checked(UniqueFd path_fd, int dirfd, const char* name, int flags, struct stat& st, bool follow) {
+// After O_PATH: refuses what must never be opened for real (ELOOP for a symlink, EINVAL for anything
+// but `type`: a FIFO, device or socket where a regular file is wanted) and re-opens the file through
+// /proc/self/fd, the very file whose type was checked. Without /proc it is refused (EOPNOTSUPP):
+// opening the name again would open whatever was renamed there meanwhile (a device: the open itself
+// can have effects) before its identity could be compared.
+UniqueFd open_checked(UniqueFd path_fd, mode_t type, int flags, struct stat& st) {
     if (!path_fd) return {};
     if (::fstat(path_fd.get(), &st) != 0) return {};
     if (S_ISLNK(st.st_mode)) {
         errno = ELOOP;
         return {};
     }
-    if (!S_ISREG(st.st_mode)) {
+    if ((st.st_mode & S_IFMT) != type) {
         errno = EINVAL;
         return {};
     }
     flags |= O_CLOEXEC | O_NOCTTY | O_NONBLOCK;  // O_NONBLOCK: a file lease fails the open instead of holding it
     UniqueFd fd = reopen(path_fd.get(), flags);
-    if (fd || errno != ENOENT) return fd;
-    fd.reset(::openat(dirfd, name, flags | (follow ? 0 : O_NOFOLLOW)));
-    struct stat again{};
-    if (fd && (::fstat(fd.get(), &again) != 0 || again.st_dev != st.st_dev || again.st_ino != st.st_ino)) {
-        errno = EAGAIN;  // replaced between the two opens
-        return {};
-    }
+    if (!fd && errno == ENOENT) errno = EOPNOTSUPP;  // no /proc/self/fd
     return fd;
 }
 
@@ -259,9 +256,8 @@ UniqueFd Dir::open_regular(std::string_view name, int flags, struct stat* st) co
         errno = EINVAL;
         return {};
     }
-    const std::string n(name);
-    return open_checked(UniqueFd(::openat(fd_.get(), n.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC)), fd_.get(),
-                        n.c_str(), flags, s, false);
+    return open_checked(UniqueFd(::openat(fd_.get(), std::string(name).c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC)),
+                        S_IFREG, flags, s);
 }
 
 int Dir::stat_at(std::string_view name, struct stat& st) const {
@@ -285,9 +281,9 @@ std::vector<std::string> Dir::names() const {
     return out;
 }
 
-int Dir::rename(std::string_view from, std::string_view to) const {
+int Dir::rename(std::string_view from, std::string_view to, unsigned flags) const {
     if (!valid_component(from) || !valid_component(to)) return EINVAL;
-    return ::renameat(fd_.get(), std::string(from).c_str(), fd_.get(), std::string(to).c_str()) == 0 ? 0 : errno;
+    return ::renameat2(fd_.get(), std::string(from).c_str(), fd_.get(), std::string(to).c_str(), flags) == 0 ? 0 : errno;
 }
 
 int Dir::unlink(std::string_view name) const {
@@ -302,12 +298,15 @@ UniqueFd open_untrusted_file(const std::string& path, struct stat& st) {
     } else {
         p.reset(::open(path.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     }
-    return open_checked(std::move(p), AT_FDCWD, path.c_str(), O_RDONLY, st, false);
+    return open_checked(std::move(p), S_IFREG, O_RDONLY, st);
 }
 
 UniqueFd open_magic_link_file(const std::string& path, struct stat& st) {
-    return open_checked(UniqueFd(::open(path.c_str(), O_PATH | O_CLOEXEC)), AT_FDCWD, path.c_str(), O_RDONLY, st,
-                        true);
+    return open_checked(UniqueFd(::open(path.c_str(), O_PATH | O_CLOEXEC)), S_IFREG, O_RDONLY, st);
+}
+
+UniqueFd open_fifo(const std::string& path, int flags, struct stat& st) {
+    return open_checked(UniqueFd(::open(path.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC)), S_IFIFO, flags, st);
 }
 
 }  // namespace ringcap

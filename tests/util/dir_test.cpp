@@ -3,7 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/inotify.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -84,6 +86,38 @@ TEST_CASE("Dir::open_regular refuses symlinks, FIFOs and devices without opening
     CHECK_FALSE(open_untrusted_file(t.path + "/null", st));
     char ev[4096];
     CHECK(::read(in.get(), ev, sizeof ev) < 0);  // no IN_OPEN
+}
+
+TEST_CASE("without /proc/self/fd nothing is opened for reading: refused, not opened by name a second time",
+          "[util][dir][security]") {
+    // Opening the name again and comparing st_dev/st_ino afterwards would already have opened
+    // whatever was renamed there since the O_PATH open (a device: the open itself has effects).
+    TempDir t("dirnoproc");
+    { std::ofstream(t.path + "/file") << "x"; }
+    UniqueFd in(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+    REQUIRE(::inotify_add_watch(in.get(), (t.path + "/file").c_str(), IN_OPEN) >= 0);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        // /proc gone in a mount namespace of the child's own.
+        if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+            ::umount2("/proc", MNT_DETACH) != 0)
+            _exit(77);
+        const Dir d = Dir::open(t.path);
+        struct stat st{};
+        errno = 0;
+        if (d.open_regular("file", O_RDONLY, &st)) _exit(1);
+        if (errno != EOPNOTSUPP) _exit(2);
+        if (open_untrusted_file(t.path + "/file", st)) _exit(3);
+        if (errno != EOPNOTSUPP) _exit(4);
+        _exit(0);
+    }
+    const int rc = wait_child(child);
+    if (rc == 77) skip_test("cannot unmount /proc in a mount namespace of its own (unshare CLONE_NEWNS needs root)");
+    INFO("child exit " << rc << " (1, 3: opened; 2, 4: another errno than EOPNOTSUPP)");
+    CHECK(rc == 0);
+    char ev[4096];
+    CHECK(::read(in.get(), ev, sizeof ev) < 0);  // no IN_OPEN: never opened for reading
 }
 
 TEST_CASE("open_untrusted_file and Dir::beneath follow no symlink on the way", "[util][dir][security]") {
