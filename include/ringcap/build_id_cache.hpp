@@ -5,8 +5,10 @@
 //   <dir>/.build-id/<2 hex>/<38 hex>       -> ../../<path>/<build-id>
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,13 +24,17 @@ struct BuildIdCacheLimits {
     uint64_t max_file = 512ull << 20;   // a file bigger than this is not copied
     uint64_t max_total = 2ull << 30;    // copies per record, all rotated files together
     double keep_free = 0.05;            // nor when the cache's filesystem would be fuller than 95 %
+    // What copies of this record take so far, against max_total: shared by all its passes, since a
+    // pass given up on (its time bound) may still be finishing a chunk. A copy's size is taken
+    // before it starts and what it did not keep given back. Null: this pass's own.
+    std::shared_ptr<std::atomic<uint64_t>> copied;
 };
 
 struct BuildIdCacheStats {
     size_t added = 0;       // entries new to the cache
     size_t present = 0;     // already there (from an earlier record)
     size_t linked = 0;      // of the added: hard links instead of copies
-    uint64_t bytes_copied = 0;
+    uint64_t bytes_copied = 0;  // by the copies this pass completed
     size_t over_limit = 0;  // not copied: over a BuildIdCacheLimits bound (in `failed` too)
     bool timed_out = false; // given up on (the rest is in `failed`)
     double seconds = 0;
@@ -55,7 +61,8 @@ std::optional<VdsoImage> current_vdso();
 // Adds `entries` ("[kernel.kallsyms]" and "[vdso]" included) to `cache`, within `limits` and `time`:
 // every name beneath the cache's fd without a symlink followed, every file opened as dso_files.hpp
 // says and linked or copied from that fd, entries never more readable than their source
-// (/proc/kallsyms: 0600). Never throws: a profile is complete without its cache entries.
+// (/proc/kallsyms: 0600). Never throws: a profile is complete without its cache entries. Once
+// given up on, the pass stops at its copy's next chunk (4 MiB) and discards that copy.
 BuildIdCacheStats add_to_build_id_cache(const Dir& cache, const std::vector<BuildIdEntry>& entries,
                                         const BuildIdCacheLimits& limits = {},
                                         std::chrono::milliseconds time = std::chrono::seconds(10));

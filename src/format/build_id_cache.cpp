@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
+#include <utility>
 
 #include "ringcap/dso_files.hpp"
 #include "ringcap/sys.hpp"
@@ -32,11 +33,14 @@ std::string hex(const std::vector<uint8_t>& id) {
     return s;
 }
 
+// What a copy writes between two looks at `abandoned`: a pass given up on stops within one chunk.
+constexpr size_t kCopyChunk = 4u << 20;
+
 // Writes `name` in `dir` from `from_fd` (its first `size` bytes) or from memory, nameless until
-// complete (a reader never sees half a binary), with `mode`. 0, or errno (EEXIST: another record
-// added it meanwhile).
+// complete (a reader never sees half a binary), with `mode`, counting into `copied` as it goes.
+// 0, or errno (EEXIST: another record added it meanwhile; ECANCELED: `abandoned`, the copy dropped).
 int write_copy(const Dir& dir, const char* name, int from_fd, uint64_t size, std::span<const std::byte> from_mem,
-               mode_t mode, uint64_t& copied) {
+               mode_t mode, uint64_t& copied, const std::atomic<bool>& abandoned) {
     NewFile out = dir.create(name, mode);
     if (!out) return errno;
     ::fchmod(out.fd(), mode);  // exactly: never more readable than the source, whatever the umask
@@ -44,7 +48,8 @@ int write_copy(const Dir& dir, const char* name, int from_fd, uint64_t size, std
         // The size it had when checked against the limits, not whatever it grows to meanwhile.
         off_t at = 0;
         while (uint64_t(at) < size) {
-            const ssize_t n = ::sendfile(out.fd(), from_fd, &at, size_t(std::min<uint64_t>(size - uint64_t(at), 1 << 30)));
+            if (abandoned.load()) return ECANCELED;
+            const ssize_t n = ::sendfile(out.fd(), from_fd, &at, size_t(std::min<uint64_t>(size - uint64_t(at), kCopyChunk)));
             if (n < 0 && errno == EINTR) continue;
             if (n < 0) return errno;
             if (n == 0) break;  // shorter now: what there is
@@ -52,15 +57,40 @@ int write_copy(const Dir& dir, const char* name, int from_fd, uint64_t size, std
         }
     } else {
         for (size_t done = 0; done < from_mem.size();) {
-            const ssize_t n = ::write(out.fd(), from_mem.data() + done, from_mem.size() - done);
+            if (abandoned.load()) return ECANCELED;
+            const ssize_t n = ::write(out.fd(), from_mem.data() + done, std::min(from_mem.size() - done, kCopyChunk));
             if (n < 0 && errno == EINTR) continue;
             if (n <= 0) return n < 0 ? errno : EIO;
             done += size_t(n);
+            copied += uint64_t(n);
         }
-        copied += from_mem.size();
     }
     return dir.link(out, name);
 }
+
+// Room for one copy in the record's budget (BuildIdCacheLimits::copied), taken before it starts:
+// given back when the copy fails or is dropped, less what it kept when it is linked.
+class Room {
+public:
+    Room() = default;
+    Room(std::atomic<uint64_t>* used, uint64_t size) : used_(used), size_(size) {}
+    Room(Room&& o) noexcept : used_(std::exchange(o.used_, nullptr)), size_(o.size_), kept_(o.kept_) {}
+    Room& operator=(Room&& o) noexcept {
+        std::swap(used_, o.used_);
+        std::swap(size_, o.size_);
+        std::swap(kept_, o.kept_);
+        return *this;
+    }
+    ~Room() {
+        if (used_) used_->fetch_sub(size_ - kept_);
+    }
+    explicit operator bool() const { return used_ != nullptr; }
+    void keep(uint64_t n) { kept_ = std::min(n, size_); }
+
+private:
+    std::atomic<uint64_t>* used_ = nullptr;
+    uint64_t size_ = 0, kept_ = 0;
+};
 
 std::string owner_text(const struct stat& st) {
     return "owned by uid " + std::to_string(st.st_uid) + ", mode " + [&] {
@@ -143,8 +173,8 @@ namespace {
 // One pass over the entries, on the worker thread (add_to_build_id_cache).
 class CacheFiller {
 public:
-    CacheFiller(const Dir& root, const BuildIdCacheLimits& limits, BuildIdCacheStats& st)
-        : root_(root), limits_(limits), st_(st) {
+    CacheFiller(const Dir& root, const BuildIdCacheLimits& limits, BuildIdCacheStats& st, const std::atomic<bool>& abandoned)
+        : root_(root), limits_(limits), st_(st), abandoned_(abandoned) {
         struct stat rs{};
         root_dev_ = root_.stat(rs) == 0 ? rs.st_dev : 0;
     }
@@ -194,33 +224,53 @@ private:
         return entry ? 0 : errno;
     }
 
-    // Whether a copy of `size` bytes stays within the limits (and leaves the filesystem its room).
-    bool fits(uint64_t size) const {
+    // Room for a copy of `size` bytes, if it stays within the limits (and leaves the filesystem its
+    // room): taken from the record's budget at once, so that no other pass counts on it meanwhile.
+    Room fits(uint64_t size) const {
         struct statvfs fs{};
-        if (size > limits_.max_file || st_.bytes_copied + size > limits_.max_total) return false;
-        return ::fstatvfs(root_.fd(), &fs) != 0 ||
-               double(fs.f_bavail) * double(fs.f_frsize) - double(size) >=
-                   limits_.keep_free * double(fs.f_blocks) * double(fs.f_frsize);
+        if (size > limits_.max_file) return {};
+        if (::fstatvfs(root_.fd(), &fs) == 0 &&
+            double(fs.f_bavail) * double(fs.f_frsize) - double(size) < limits_.keep_free * double(fs.f_blocks) * double(fs.f_frsize))
+            return {};
+        std::atomic<uint64_t>& used = *limits_.copied;
+        uint64_t now = used.load();
+        do {
+            if (now + size > limits_.max_total) return {};
+        } while (!used.compare_exchange_weak(now, now + size));
+        return Room(&used, size);
+    }
+
+    // Copies into the entry's file, within `room`: 0 or errno.
+    int copy(const Dir& entry, const char* file, int from_fd, uint64_t size, std::span<const std::byte> mem, mode_t mode,
+             Room& room) {
+        uint64_t copied = 0;
+        const int err = write_copy(entry, file, from_fd, size, mem, mode, copied, abandoned_);
+        if (err == 0) {
+            room.keep(copied);
+            st_.bytes_copied += copied;
+        }
+        return err;
     }
 
     int add_kallsyms(const std::string& rel, const char* file) {
         // /proc files report size 0: read as text. Real addresses: for the cache's user only.
         const std::string text = read_text_file("/proc/kallsyms").value_or("");
         if (text.empty()) return EIO;
-        if (!fits(text.size())) return ++st_.over_limit, EFBIG;
+        Room room = fits(text.size());
+        if (!room) return ++st_.over_limit, EFBIG;
         Dir entry;
         if (const int err = make_entry(rel, entry)) return err;
-        return write_copy(entry, file, -1, 0, {reinterpret_cast<const std::byte*>(text.data()), text.size()}, 0600,
-                          st_.bytes_copied);
+        return copy(entry, file, -1, 0, {reinterpret_cast<const std::byte*>(text.data()), text.size()}, 0600, room);
     }
 
     int add_vdso(const BuildIdEntry& e, const std::string& rel, const char* file) {
         if (!vdso_) vdso_ = current_vdso();
         if (!vdso_ || vdso_->id != e.id) return ENOENT;
-        if (!fits(vdso_->bytes.size())) return ++st_.over_limit, EFBIG;
+        Room room = fits(vdso_->bytes.size());
+        if (!room) return ++st_.over_limit, EFBIG;
         Dir entry;
         if (const int err = make_entry(rel, entry)) return err;
-        return write_copy(entry, file, -1, 0, vdso_->bytes, 0644, st_.bytes_copied);
+        return copy(entry, file, -1, 0, vdso_->bytes, 0644, room);
     }
 
     int add_file(const BuildIdEntry& e, const std::string& rel, const char* file, bool& linked) {
@@ -232,7 +282,8 @@ private:
         // Another filesystem: a copy, within the limits, decided before anything is made.
         const uint64_t size = uint64_t(src.st_size);
         const bool same_fs = src.st_dev == root_dev_;
-        if (!same_fs && !fits(size)) return ++st_.over_limit, EFBIG;
+        Room room;
+        if (!same_fs && !(room = fits(size))) return ++st_.over_limit, EFBIG;
         Dir entry;
         if (const int err = make_entry(rel, entry)) return err;
         if (same_fs) {
@@ -240,15 +291,16 @@ private:
             const int err = entry.link_fd(in.get(), file);
             if (err == 0) linked = true;
             if (err != EXDEV && err != EPERM) return err;  // EXDEV: another mount of the filesystem
-            if (!fits(size)) return ++st_.over_limit, EFBIG;
+            if (!(room = fits(size))) return ++st_.over_limit, EFBIG;
         }
         // Never more readable than the source; never executable or writable by others.
-        return write_copy(entry, file, in.get(), size, {}, src.st_mode & 0644, st_.bytes_copied);
+        return copy(entry, file, in.get(), size, {}, src.st_mode & 0644, room);
     }
 
     const Dir& root_;
     const BuildIdCacheLimits& limits_;
     BuildIdCacheStats& st_;
+    const std::atomic<bool>& abandoned_;
     dev_t root_dev_ = 0;
     std::optional<VdsoImage> vdso_;
 };
@@ -272,10 +324,11 @@ BuildIdCacheStats add_to_build_id_cache(const Dir& cache, const std::vector<Buil
     shared->cache = cache.dup();
     shared->entries = entries;
     shared->limits = limits;
+    if (!shared->limits.copied) shared->limits.copied = std::make_shared<std::atomic<uint64_t>>(0);
     const bool finished = run_bounded(
         [shared](const std::atomic<bool>& abandoned) {
             BuildIdCacheStats st;
-            CacheFiller filler(shared->cache, shared->limits, st);
+            CacheFiller filler(shared->cache, shared->limits, st, abandoned);
             for (size_t i = 0; i < shared->entries.size() && !abandoned.load(); ++i) {
                 filler.add(shared->entries[i]);
                 std::lock_guard lock(shared->mu);

@@ -56,9 +56,9 @@ void Session::cache_build_ids(const std::vector<BuildIdEntry>& build_ids) {
     }
     BuildIdCacheLimits limits;
     limits.max_file = opts_.buildid_cache_max_file;
-    limits.max_total = opts_.buildid_cache_max > cache_copied_ ? opts_.buildid_cache_max - cache_copied_ : 0;
+    limits.max_total = opts_.buildid_cache_max;
+    limits.copied = cache_copied_;
     const BuildIdCacheStats c = add_to_build_id_cache(dir, build_ids, limits, kCacheTime);
-    cache_copied_ += c.bytes_copied;
     if (opts_.verbose)
         log_ << "ringcap: build-id cache " << path << ": " << c.added << " added (" << c.linked << " hard links, "
              << human_bytes(c.bytes_copied) << " copied), " << c.present << " already there, in " << std::fixed

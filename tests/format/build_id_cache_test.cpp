@@ -2,12 +2,14 @@
 // which cache directories are refused.
 #include <catch2/catch.hpp>
 
+#include <iostream>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "ringcap/build_id_cache.hpp"
 #include "ringcap/dso_files.hpp"
+#include "record/spawn.hpp"
 #include "tools.hpp"
 
 using namespace ringcap;
@@ -155,4 +157,85 @@ TEST_CASE("build-id cache: copies only within the size limits, never more readab
     REQUIRE(::stat((root.path + "/.debug" + elf + "/" + hex(*id) + "/elf").c_str(), &cst) == 0);
     CHECK((cst.st_mode & 0777) == 0600);  // the source was 0700: not readable by others here either
     run_command("rm -rf " + src_dir);
+}
+
+namespace {
+// What the cache's copies take (files of one link: hard links take no room).
+uint64_t cache_copies(const std::string& dir) {
+    const auto r = run_command("find " + dir + " -type f -links 1 -printf '%s\\n' | awk '{s+=$1} END {print s+0}'");
+    return std::stoull(r.output);
+}
+
+// Copies of the workload under /dev/shm (tmpfs: the cache on another filesystem copies them), each
+// `size` bytes (sparse past the ELF); skips where /dev/shm is the cache's filesystem.
+struct ShmElves {
+    std::string dir;
+    std::vector<std::string> paths;
+    ShmElves(const std::string& cache_root, int n, uint64_t size = 0) {
+        struct stat shm{}, root{};
+        if (::stat("/dev/shm", &shm) != 0 || ::stat(cache_root.c_str(), &root) != 0 || shm.st_dev == root.st_dev)
+            skip_test("needs /dev/shm on another filesystem than " + cache_root + " (copies, not hard links)");
+        char tmpl[] = "/dev/shm/ringcap-elves-XXXXXX";
+        REQUIRE(::mkdtemp(tmpl));
+        dir = tmpl;
+        for (int i = 0; i < n; ++i) {
+            paths.push_back(dir + "/p" + std::to_string(i));
+            REQUIRE(run_command(std::string("cp ") + RINGCAP_WORKLOAD + " " + paths.back() +
+                                (size ? " && truncate -s " + std::to_string(size) + " " + paths.back() : ""))
+                        .status == 0);
+        }
+    }
+    ~ShmElves() { run_command("rm -rf " + dir); }
+    uint64_t size() const {
+        struct stat st{};
+        REQUIRE(::stat(paths.front().c_str(), &st) == 0);
+        return uint64_t(st.st_size);
+    }
+};
+}  // namespace
+
+TEST_CASE("build-id cache: files that add up past the record's cap: only what fits is copied",
+          "[format][buildid][security]") {
+    TempDir root("cachecap");
+    const ShmElves elves(root.path, 3);
+    const auto id = read_build_id(elves.paths.front());
+    if (!id) skip_test("the workload has no build-id");
+    const Dir cache = open_cache(root.path + "/.debug");
+    const uint64_t size = elves.size();
+    BuildIdCacheLimits cap;
+    cap.max_total = size * 5 / 2;  // two of the three
+    std::vector<BuildIdEntry> entries;
+    for (const auto& p : elves.paths) entries.push_back(entry_for(p, *id));
+    const auto st = add_to_build_id_cache(cache, entries, cap);
+    CHECK(st.added == 2);
+    CHECK(st.over_limit == 1);
+    CHECK(st.bytes_copied == 2 * size);
+    CHECK(cache_copies(root.path + "/.debug") <= cap.max_total);
+}
+
+TEST_CASE("build-id cache: a pass given up on stops copying, and what it took counts against the record's cap",
+          "[format][buildid][security]") {
+    // Two passes of one record (two --switch-output files): the first given up on (its time bound)
+    // in the middle of a 64 MiB copy. Before, its copy went on detached, uncounted, and the second
+    // pass copied as much again: the record's cache grew past --buildid-cache-max.
+    TempDir root("cachetime");
+    const ShmElves elves(root.path, 2, 64ull << 20);
+    const auto id = read_build_id(elves.paths.front());
+    if (!id) skip_test("the workload has no build-id");
+    const Dir cache = open_cache(root.path + "/.debug");
+    const uint64_t size = elves.size();
+    BuildIdCacheLimits cap;
+    cap.max_total = size * 3 / 2;  // one of the two
+    cap.copied = std::make_shared<std::atomic<uint64_t>>(0);
+    const auto first = add_to_build_id_cache(cache, {entry_for(elves.paths[0], *id)}, cap, std::chrono::milliseconds(1));
+    const auto second = add_to_build_id_cache(cache, {entry_for(elves.paths[1], *id)}, cap);
+    // The first pass's worker is done once it has let go of the budget: the cache is final then.
+    REQUIRE(ringcap_test::eventually([&] { return cap.copied.use_count() == 1; }));
+    const uint64_t copies = cache_copies(root.path + "/.debug");
+    std::cout << "INFO: first pass " << (first.timed_out ? "given up on" : "done") << ", second: " << second.added
+              << " added, " << second.over_limit << " over the cap; the cache's copies " << copies
+              << " bytes against a cap of " << cap.max_total << ", the budget says " << cap.copied->load() << "\n";
+    CHECK(copies <= cap.max_total);
+    CHECK(cap.copied->load() == copies);  // what the record counts is what the cache holds
+    CHECK(second.bytes_copied <= cap.max_total);
 }

@@ -2,6 +2,8 @@
 // BPF symbols, file mode), checked with the perf tool a user would run on the file.
 #include <catch2/catch.hpp>
 
+#include <iostream>
+
 #include <sstream>
 #include <algorithm>
 #include <csignal>
@@ -327,6 +329,24 @@ TEST_CASE("build-id cache: perf report still names the functions after the binar
     auto ids = run_command(env + perf + " buildid-list -i " + cached + " 2>/dev/null").output;
     CHECK(ids.find("[vdso]") != std::string::npos);
     run_command("rm -rf " + home);
+}
+
+TEST_CASE("build-id cache: --buildid-cache-max bounds what a record copies into it and says what it left out",
+          "[fidelity][buildid]") {
+    require_kernel();
+    TempDir home("cachemax");
+    // A record's largest copy is /proc/kallsyms (text, some MB); the ELF files on /tmp's filesystem
+    // are hard links, which take no room.
+    const uint64_t cap = 64 << 10;
+    if (read_file("/proc/kallsyms").size() <= cap) skip_test("/proc/kallsyms is smaller than the 64 KiB cap tried");
+    auto r = run_command("HOME=" + home.path + " " + kRingcap + " record -a -F 100 --duration 0.2 --buildid-cache-max 64K -o " +
+                         home.path + "/p.data 2>&1");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("over --buildid-cache-max (64.00 KiB,") != std::string::npos);
+    const auto du = run_command("find " + home.path + "/.debug -type f -links 1 -printf '%s\\n' | awk '{s+=$1} END {print s+0}'");
+    std::cout << "INFO: --buildid-cache-max 64K: the cache's copies take " << du.output;
+    CHECK(std::stoull(du.output) <= cap);
 }
 
 TEST_CASE("hotspot's perfparser reads every sample in time order, with no warning about our records", "[fidelity][hotspot]") {
