@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "ringcap/dir.hpp"
 #include "ringcap/sys.hpp"
@@ -31,8 +32,13 @@ public:
     // buffered writes only. `path` is what messages call it ("-"). Throws Error (exit status 2).
     static OutputFile in_memory(const std::string& path);
     // Makes the file durable, moves an existing `path` to `path.old` (as perf does) and gives the new
-    // file its name. Throws Error (exit status 2) if another ringcap published `path` meanwhile.
+    // file its name. Throws Error (exit status 2) if another ringcap published `path` meanwhile, or
+    // what is there must stay (check_path). A directory, FIFO or device another user planted at
+    // `path` is moved aside too, and where `path.old` cannot take it (a directory there), to
+    // `path.old.RANDOM`: take_notes() says so.
     void publish();
+    // What publish() did that the user should hear of (one line each, without "ringcap: ").
+    std::vector<std::string> take_notes() { return std::exchange(notes_, {}); }
     // Rotation: gives the published file the name `path` (in the same directory) instead of its own;
     // the lock goes with the file. False if `path` exists (choose another); throws Error otherwise.
     bool rename_to(const std::string& path);
@@ -41,8 +47,8 @@ public:
 
     OutputFile(OutputFile&& o) noexcept
         : dir_(std::move(o.dir_)), name_(std::move(o.name_)), direct_(std::move(o.direct_)), file_(std::move(o.file_)),
-          published_(o.published_), path_(std::move(o.path_)), marker_(std::exchange(o.marker_, {})),
-          marker_fd_(std::move(o.marker_fd_)) {}
+          lock_(std::move(o.lock_)), published_(o.published_), path_(std::move(o.path_)),
+          marker_(std::exchange(o.marker_, {})), marker_fd_(std::move(o.marker_fd_)), notes_(std::move(o.notes_)) {}
     OutputFile& operator=(OutputFile&&) = delete;
     ~OutputFile() { drop_marker(); }
 
@@ -62,13 +68,19 @@ private:
     Dir dir_;             // the output's directory, opened once
     std::string name_;    // the file's name in it
     UniqueFd direct_;
-    NewFile file_;        // read-write, and holds the lock (flock) for the whole record
+    NewFile file_;        // read-write
+    // The file re-opened read-only: holds the lock (flock) for the whole record. A description of
+    // its own, never given to io_uring (direct_fd() and buffered_fd() are), so the lock goes with
+    // the process and not with the ring's asynchronous teardown.
+    UniqueFd lock_;
     bool published_ = false;
     std::string path_;
     std::string marker_;  // ".NAME.ringcap-starting-*" until published (another_starting in output_file.cpp)
     UniqueFd marker_fd_;  // holds its lock
+    std::vector<std::string> notes_;
 
     void drop_marker();
+    void move_aside(const struct stat& st);  // what is at the name (`st`), before the new file takes it
 
     OutputFile() = default;
 };

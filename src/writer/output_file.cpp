@@ -47,12 +47,13 @@ private:
     UniqueFd fd_;  // a duplicate of the directory's fd
 };
 
-// Whether the flock on the file `st` describes is held by a process that is gone (/proc/locks names
-// the pid that took it). After SIGKILL the kernel keeps such a lock for tens of milliseconds, while the
-// dead ringcap's io_uring, which holds the file, is torn down.
-bool lock_holder_gone(const struct stat& st) {
+// Who holds the flock on the file `st` describes, as /proc/locks names it (the pid that took it): a
+// running process's pid; 0 when none runs (its holder exited, and whatever still has the file open
+// keeps the lock; or it runs in another PID namespace, which /proc/locks shows as 0); -1 when
+// /proc/locks cannot be read.
+pid_t lock_holder(const struct stat& st) {
     const auto locks = read_text_file("/proc/locks");
-    if (!locks) return false;
+    if (!locks) return -1;
     char want[64];
     std::snprintf(want, sizeof want, " %02x:%02x:%llu ", major(st.st_dev), minor(st.st_dev),
                   static_cast<unsigned long long>(st.st_ino));
@@ -61,26 +62,37 @@ bool lock_holder_gone(const struct stat& st) {
         const std::string text = locks->substr(line, at - line);
         if (text.find("FLOCK") == std::string::npos) continue;
         const long pid = std::strtol(text.c_str() + text.find_last_of(' ') + 1, nullptr, 10);
-        if (pid > 0 && (::kill(pid_t(pid), 0) == 0 || errno == EPERM)) return false;
+        if (pid > 0 && (::kill(pid_t(pid), 0) == 0 || errno == EPERM)) return pid_t(pid);
     }
-    return true;
+    return 0;
 }
+
+// Whether another ringcap of this user is writing a file (holds its lock), and who.
+struct Busy {
+    bool locked = false;
+    pid_t holder = 0;  // lock_holder(): > 0 a running process, else none could be seen after the wait
+    explicit operator bool() const { return locked; }
+};
+
+constexpr int kDeadHolderWaitMs = 1000;  // how long a lock no running process holds is waited for
 
 // Whether another ringcap of this user is writing the file `name` (holds its lock). Opened without
 // following a symlink or ever opening a device or FIFO (Dir::open_regular). A file another user owns
-// is not theirs to keep: anyone can create and lock a file at a name in /tmp. A lock whose holder
-// died is waited for (at most a second).
-bool locked_by_another(const Dir& dir, const std::string& name) {
+// is not theirs to keep: anyone can create and lock a file at a name in /tmp. A lock no running
+// process holds is waited for (at most kDeadHolderWaitMs): a killed ringcap's goes once its
+// writes in flight have ended and its files are closed.
+Busy locked_by_another(const Dir& dir, const std::string& name) {
     struct stat st{};
     UniqueFd fd = dir.open_regular(name, O_RDONLY, &st);
-    if (!fd || st.st_uid != ::geteuid()) return false;
-    for (int tries = 0;; ++tries) {
+    if (!fd || st.st_uid != ::geteuid()) return {};
+    for (int waited_ms = 0;; waited_ms += 10) {
         if (::flock(fd.get(), LOCK_SH | LOCK_NB) == 0) {
             ::flock(fd.get(), LOCK_UN);
-            return false;
+            return {};
         }
-        if (errno != EWOULDBLOCK) return false;
-        if (tries == 100 || !lock_holder_gone(st)) return true;
+        if (errno != EWOULDBLOCK) return {};
+        const pid_t holder = lock_holder(st);
+        if (holder > 0 || waited_ms >= kDeadHolderWaitMs) return {true, holder};
         const timespec ten_ms{0, 10'000'000};
         ::nanosleep(&ten_ms, nullptr);
     }
@@ -91,25 +103,67 @@ bool locked_by_another(const Dir& dir, const std::string& name) {
 // refused at once, not after its whole setup. As for the file, only this user's count.
 std::string starting_prefix(const std::string& name) { return "." + name + ".ringcap-starting-"; }
 
-bool another_starting(const Dir& dir, const std::string& name) {
+Busy another_starting(const Dir& dir, const std::string& name) {
     const std::string prefix = starting_prefix(name);
     for (const auto& e : dir.names()) {
         if (e.rfind(prefix, 0) != 0) continue;
-        if (locked_by_another(dir, e)) return true;
+        if (const Busy b = locked_by_another(dir, e)) return b;
         // Left by one that was killed: removed, if it is this user's.
         struct stat st{};
         if (dir.stat_at(e, st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid()) dir.unlink(e);
     }
-    return false;
+    return {};
 }
 
-[[noreturn]] void busy(const std::string& path, const std::string& what) {
-    throw Error("another ringcap is writing '" + what + "': choose another -o than '" + path + "'", 2);
+[[noreturn]] void busy(const std::string& path, const std::string& what, const Busy& b) {
+    if (b.holder > 0)
+        throw Error("another ringcap is writing '" + what + "' (pid " + std::to_string(b.holder) +
+                        "): choose another -o than '" + path + "'",
+                    2);
+    throw Error("'" + what + "' is still locked after " + std::to_string(kDeadHolderWaitMs / 1000) +
+                    " s, and no running process ringcap can see holds it (" +
+                    (b.holder < 0 ? "/proc/locks cannot be read" : "its holder exited, or runs in another PID namespace") +
+                    "): a killed ringcap's lock goes once its last writes have ended, normally within a second; "
+                    "if no ringcap is writing it, run again, else choose another -o than '" + path + "'",
+                2);
 }
 
 std::string last_component(const std::string& path) {
     const auto slash = path.rfind('/');
     return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+const char* kind_noun(mode_t m) {
+    return S_ISREG(m) ? "file" : S_ISLNK(m) ? "symlink" : S_ISDIR(m) ? "directory" : S_ISCHR(m) ? "character device"
+           : S_ISBLK(m) ? "block device" : S_ISFIFO(m) ? "FIFO" : S_ISSOCK(m) ? "socket" : "special file";
+}
+
+std::string kind_of(mode_t m) { return std::string("a ") + kind_noun(m); }
+
+// "uid 65534's FIFO", or "ringcap's own FIFO" for this user's.
+std::string whose(const struct stat& st) {
+    return (st.st_uid == ::geteuid() ? std::string("ringcap's own ") : "uid " + std::to_string(st.st_uid) + "'s ") +
+           kind_noun(st.st_mode);
+}
+
+// Whether `st` (at the output's name) is another user's, made where that user can write (the
+// directory is theirs, or writable by its group or by all, as /tmp): anyone may take a predictable
+// name there first, so it is not theirs to keep. A directory or special file of ringcap's own user,
+// or of a user who could not have made it (/dev/tty1, given to whoever logs in there), is not: as
+// root, -o /dev/null must never move the system's /dev/null.
+bool planted_by_another(const Dir& dir, const struct stat& st) {
+    struct stat ds{};
+    if (st.st_uid == ::geteuid() || dir.stat(ds) != 0) return false;
+    return ds.st_uid == st.st_uid || (ds.st_mode & (S_IWGRP | S_IWOTH));
+}
+
+// Why the entry `st` at the output's name must stay as it is, or "" when it may be moved aside (a file
+// or symlink, as perf moves any, or what another user planted).
+std::string kept_reason(const Dir& dir, const std::string& out, const struct stat& st) {
+    if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode) || planted_by_another(dir, st)) return "";
+    if (S_ISDIR(st.st_mode)) return "output '" + out + "' is a directory: give a file name with -o";
+    return "output '" + out + "' is " + kind_of(st.st_mode) +
+           ": ringcap writes perf.data to a regular file and does not replace it; give a file name with -o";
 }
 
 }  // namespace
@@ -141,16 +195,9 @@ void OutputFile::check_path(const std::string& out) {
         throw Error("output directory '" + dir.path() + "' is not writable: " + errno_text(errno) + " (choose another -o)");
     struct stat st{};
     if (dir.stat_at(name, st) != 0) return;
-    // What is there is moved to .old, never written through: a symlink is moved, not followed.
-    if (S_ISDIR(st.st_mode)) throw Error("output '" + out + "' is a directory: give a file name with -o");
-    if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
-        // A device, FIFO or socket is never replaced by a regular file (as root, -o /dev/null would
-        // replace the system's /dev/null).
-        const char* kind = S_ISCHR(st.st_mode) ? "a character device" : S_ISBLK(st.st_mode) ? "a block device"
-                           : S_ISFIFO(st.st_mode) ? "a FIFO" : "not a regular file";
-        throw Error("output '" + out + "' is " + kind + ": ringcap writes perf.data to a regular file and does not "
-                    "replace it; give a file name with -o");
-    }
+    // What is there is moved aside at publish(), never written through (a symlink is moved, not
+    // followed); a device, FIFO, socket or directory only if another user planted it.
+    if (const std::string why = kept_reason(dir, out, st); !why.empty()) throw Error(why);
 }
 
 OutputFile OutputFile::create(const std::string& path, bool allow_direct, bool own_path) {
@@ -165,9 +212,9 @@ OutputFile OutputFile::create(const std::string& path, bool allow_direct, bool o
     }
     {
         DirLock lock(f.dir_);
-        if (!own_path && locked_by_another(f.dir_, f.name_)) busy(path, path);
         if (!own_path) {
-            if (another_starting(f.dir_, f.name_)) busy(path, path);
+            if (const Busy b = locked_by_another(f.dir_, f.name_)) busy(path, path, b);
+            if (const Busy b = another_starting(f.dir_, f.name_)) busy(path, path, b);
             const std::string marker = starting_prefix(f.name_) + random_suffix();
             f.marker_fd_.reset(::openat(f.dir_.fd(), marker.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
             if (f.marker_fd_ && ::flock(f.marker_fd_.get(), LOCK_EX | LOCK_NB) == 0) f.marker_ = marker;
@@ -182,8 +229,13 @@ OutputFile OutputFile::create(const std::string& path, bool allow_direct, bool o
                             (err == EACCES || err == EROFS ? " (choose a writable location with -o)" : ""),
                         2);
         }
-        // Held until the process exits: the open file description keeps it across renames.
-        ::flock(f.file_.fd(), LOCK_EX | LOCK_NB);
+        // Held until the process exits: the open file description keeps it across renames. On a
+        // description of its own, which io_uring never holds: after SIGKILL the kernel tears the
+        // ring down (and lets go of its files) asynchronously, and a lock on a description the ring
+        // holds outlived the process, often by more than the second a new ringcap waits.
+        // Without /proc it goes on the file's own fd (nobody else can lock a file with no name yet).
+        f.lock_ = reopen(f.file_.fd(), O_RDONLY);
+        ::flock(f.lock_ ? f.lock_.get() : f.file_.fd(), LOCK_EX | LOCK_NB);
     }
     if (allow_direct) {
         // The same file again (through /proc/self/fd, not its name). Some filesystems (tmpfs on
@@ -214,15 +266,15 @@ void OutputFile::publish() {
     const std::string old = name_ + ".old";
     // Another ringcap may have published `path` since create(): replacing its file would lose its
     // capture (it keeps writing the file under .old, or unlinked).
-    if (locked_by_another(dir_, name_)) busy(path_, path_);
-    if (locked_by_another(dir_, old)) busy(path_, path_ + ".old");
-    // Whatever is at the name (a file, or a symlink: moved, not followed) becomes .old; the new
+    if (const Busy b = locked_by_another(dir_, name_)) busy(path_, path_, b);
+    if (const Busy b = locked_by_another(dir_, old)) busy(path_, path_ + ".old", b);
+    // Whatever is at the name (a file, or a symlink: moved, not followed) is moved aside; the new
     // file's name is made from its fd. Someone creating the name in between gets it moved too.
     for (int attempt = 0;; ++attempt) {
         struct stat st{};
-        if (dir_.stat_at(name_, st) == 0 && !S_ISDIR(st.st_mode)) {
-            if (const int err = dir_.rename(name_, old))
-                throw Error("cannot rename '" + path_ + "' to '" + path_ + ".old': " + errno_text(err));
+        if (dir_.stat_at(name_, st) == 0) {
+            if (const std::string why = kept_reason(dir_, path_, st); !why.empty()) throw Error(why);
+            move_aside(st);
         }
         const bool named = !file_.temp_name().empty();
         const int err = dir_.link(file_, name_);
@@ -236,6 +288,38 @@ void OutputFile::publish() {
         if (err != EEXIST || attempt == 3) throw Error("cannot create '" + path_ + "': " + errno_text(err));
     }
     published_ = true;
+}
+
+void OutputFile::move_aside(const struct stat& st) {
+    const std::string old = name_ + ".old";
+    int err = dir_.rename(name_, old);
+    if (err == 0) {
+        if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+            notes_.push_back("moved " + whose(st) + " at '" + path_ + "' to '" + dir_.path_of(old) +
+                             "' (another user's, where they can write: not honoured as the output)");
+        return;
+    }
+    // .old cannot take it (a directory there, or a non-empty one for a directory): a name of its own
+    // beside it, unpredictable and never replacing anything, so that nothing anyone made is lost.
+    if (err == EISDIR || err == ENOTDIR || err == ENOTEMPTY || err == EEXIST) {
+        struct stat os{};
+        const bool old_known = dir_.stat_at(old, os) == 0;
+        const std::string aside = old + "." + random_suffix();
+        err = dir_.rename(name_, aside, RENAME_NOREPLACE);
+        if (err == EINVAL) err = dir_.rename(name_, aside);  // a filesystem without RENAME_NOREPLACE
+        if (err == 0) {
+            notes_.push_back("'" + dir_.path_of(old) + "' (" + (old_known ? whose(os) : std::string("?")) +
+                             ") cannot take " + whose(st) + " at '" + path_ + "': moved it to '" +
+                             dir_.path_of(aside) + "' instead");
+            return;
+        }
+    }
+    throw Error("cannot move " + whose(st) + " at '" + path_ + "' aside to '" + dir_.path_of(old) + "': " +
+                    errno_text(err) +
+                    (err == EPERM || err == EACCES
+                         ? " (in a sticky directory such as /tmp only its owner or root may move it): choose another -o"
+                         : ": choose another -o"),
+                2);
 }
 
 bool OutputFile::rename_to(const std::string& path) {
