@@ -8,6 +8,7 @@
 #include <liburing.h>
 #include <linux/perf_event.h>
 #include <grp.h>
+#include <pwd.h>
 #include <string>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -50,9 +51,16 @@ inline void become_nobody() {
     if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(126);
 }
 
+// The attacks need the user nobody (uid 65534): without it, become_nobody() would fail in the child
+// (exit 126) and read as the attack's failure.
+inline void require_nobody() {
+    if (!getpwuid(65534)) skip_test("no user with uid 65534 (nobody) here: the attacks run as nobody");
+}
+
 // A child process that runs `fn` as nobody; fn's return value is its exit status.
 template <typename Fn>
 pid_t run_as_nobody(Fn fn) {
+    require_nobody();
     const pid_t pid = fork();
     if (pid == 0) {
         become_nobody();
@@ -68,9 +76,19 @@ inline int wait_child(pid_t pid) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-// The attacks of tests/record/security_test.cpp are run as nobody against ringcap as root.
+// The attacks of tests/record/security_test.cpp are run as nobody against ringcap as root. With
+// RINGCAP_ROOT_REQUIRED=1 (CI, which runs as root) not being root is a failure, not a skip: a CI that
+// lost root must not pass with its security tests skipped.
 inline void require_root() {
-    if (geteuid() != 0) skip_test("needs root: the attack runs as nobody against a root ringcap");
+    if (geteuid() == 0) return;
+    const char* required = std::getenv("RINGCAP_ROOT_REQUIRED");
+    if (required && std::strcmp(required, "1") == 0) {
+        std::fprintf(stderr, "FAILED: needs root (euid is %u) and RINGCAP_ROOT_REQUIRED=1 is set: run the tests as root\n",
+                     unsigned(geteuid()));
+        std::fflush(stderr);
+        std::_Exit(1);
+    }
+    skip_test("needs root: the attack runs as nobody against a root ringcap (RINGCAP_ROOT_REQUIRED=1 makes this a failure)");
 }
 
 inline void require_kernel() {

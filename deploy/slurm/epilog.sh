@@ -9,7 +9,7 @@
 # Settings: RINGCAP (/usr/bin/ringcap), RINGCAP_DIR (/var/lib/ringcap), RINGCAP_STOP_WAIT seconds to
 # wait after SIGINT (60; then SIGKILL: the file stays readable up to about a second before the
 # kill, and the JSON is the epilog's alone). The pid file's process is signalled only while it is
-# the same process (pid and start time) and runs ringcap.
+# the same process (pid and start time) and runs ringcap (also one an upgrade has since replaced).
 # An epilog that fails drains the node, so this one always exits 0.
 set -u
 # Slurm builds the epilog's environment from scratch, without a PATH.
@@ -98,7 +98,8 @@ if ! same; then  # it ended before the job did
 fi
 exe=$(readlink "/proc/$pid/exe" 2>/dev/null)
 ringcap=$(readlink -f "${RINGCAP:-/usr/bin/ringcap}" 2>/dev/null)
-if [ "$exe" != "$ringcap" ]; then
+# A package upgrade during the job replaced the binary: the kernel then reads "PATH (deleted)".
+if [ "$exe" != "$ringcap" ] && [ "$exe" != "$ringcap (deleted)" ]; then
     log "job $job: pid $pid runs ${exe:-?}, not $ringcap: not signalled"
     exit 0
 fi

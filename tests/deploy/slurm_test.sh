@@ -7,7 +7,8 @@
 # failed, or RINGCAP_START_WAIT passed), the pid file, the output names, the epilog's SIGINT and its
 # bounded wait (SIGKILL for a capture that ignores SIGINT), the "slurm" object it adds to the JSON,
 # that the epilog signals only the prolog's own process (pid and start time, and what it runs: not
-# a process that reused the pid), and that both always exit 0. (tests/guest/ runs them under a
+# a process that reused the pid; a capture whose binary a package upgrade replaced still is), and
+# that both always exit 0. (tests/guest/ runs them under a
 # real slurmd.)
 set -u
 src="$1"
@@ -147,6 +148,23 @@ kill "$other"; wait "$other" 2>/dev/null
 echo "$other $real_start" >"$tmp/out/job-52.pid"
 SLURM_JOB_ID=52 "$epilog"; rc=$?
 check "a pid file naming no process: exit 0, removed" '[ "$rc" -eq 0 ] && [ ! -e "$tmp/out/job-52.pid" ]'
+
+# 7. The package upgraded while the job runs (dpkg renames the new binary over the old one): the
+#    capture's /proc/PID/exe reads "PATH (deleted)", and the epilog still stops it; a deleted binary
+#    of another path is still not ringcap.
+cp "$tmp/ringcap" "$tmp/ringcap-up"
+RINGCAP="$tmp/ringcap-up" SLURM_JOB_ID=60 "$prolog"
+check "upgrade: the capture runs" 'kill -0 "$(cat "$tmp/stub.pid")"'
+cp "$tmp/ringcap" "$tmp/ringcap-up.new" && mv -f "$tmp/ringcap-up.new" "$tmp/ringcap-up"
+check "upgrade: its exe reads (deleted)" '[ "$(readlink "/proc/$(cat "$tmp/stub.pid")/exe")" = "$tmp/ringcap-up (deleted)" ]'
+cp "$tmp/out/job-60.pid" "$tmp/job-60.pid"  # the epilog removes it whatever it finds
+RINGCAP="$tmp/ringcap-other" SLURM_JOB_ID=60 "$epilog"
+check "upgrade: a deleted binary of another path is not signalled" 'kill -0 "$(cat "$tmp/stub.pid")"'
+cp "$tmp/job-60.pid" "$tmp/out/job-60.pid"
+RINGCAP="$tmp/ringcap-up" SLURM_JOB_ID=60 "$epilog"; rc=$?
+check "upgrade: epilog exits 0" '[ "$rc" -eq 0 ]'
+check "upgrade: the capture is stopped by the epilog" '! kill -0 "$(cat "$tmp/stub.pid")" 2>/dev/null'
+check "upgrade: the JSON says so" 'grep -q "\"capture\": \"stopped by the epilog\"" "$tmp/out/job-60.json"'
 
 [ "$fail" -eq 0 ] && echo "OK"
 exit "$fail"

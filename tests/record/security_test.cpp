@@ -3,7 +3,9 @@
 // ringcap, and each failed against ringcap before its fix (docs/security.md has the threat model).
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <csignal>
+#include <iostream>
 #include <fstream>
 #include <sys/file.h>
 #include <sys/inotify.h>
@@ -22,9 +24,13 @@ namespace {
 
 constexpr uid_t kNobody = 65534;
 
-// A directory of nobody's (a user's project directory or HOME: writable by them, not sticky).
+// A directory of nobody's (a user's project directory or HOME: writable by them, not sticky). Made
+// before any CHECK: it skips now, not after them, where there is no user nobody to run the attack.
 struct UserDir : TempDir {
-    explicit UserDir(const std::string& tag) : TempDir(tag, 0755) { REQUIRE(::chown(path.c_str(), kNobody, kNobody) == 0); }
+    explicit UserDir(const std::string& tag) : TempDir(tag, 0755) {
+        require_nobody();
+        REQUIRE(::chown(path.c_str(), kNobody, kNobody) == 0);
+    }
 };
 
 // A root-only file that an attack tries to overwrite or leak, in a root-only directory.
@@ -39,12 +45,16 @@ struct Victim {
 };
 
 // The exit status, or a failure (and SIGKILL) if the child is still running after `seconds`: a
-// detector for a hung ringcap, not a timing requirement.
-int wait_exit_or_hang(const Running& r, int seconds = 60) {
+// detector for a hung ringcap, not a timing requirement. `took` receives the time it took (printed
+// for the record, never compared with a bound).
+int wait_exit_or_hang(const Running& r, double* took = nullptr, int seconds = 60) {
+    const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < seconds * 100; ++i) {
         int status = 0;
-        if (::waitpid(r.pid, &status, WNOHANG) == r.pid)
+        if (::waitpid(r.pid, &status, WNOHANG) == r.pid) {
+            if (took) *took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
         const timespec ten_ms{0, 10'000'000};
         ::nanosleep(&ten_ms, nullptr);
     }
@@ -194,7 +204,8 @@ TEST_CASE("security: no build-id cache in a HOME another user owns, nor through 
 TEST_CASE("security: a mapped file swapped for a FIFO, a device symlink or a directory symlink is never opened",
           "[security][buildid]") {
     require_root();
-    require_kernel();
+    // Before any CHECK: a skip (exit 77) after a failed CHECK would report the failure as a skip.
+    const std::string perf = require_kernel_and_perf();
     enum class Swap { Fifo, DeviceLink, DirectoryFlip };
     const Swap swap = GENERATE(Swap::Fifo, Swap::DeviceLink, Swap::DirectoryFlip);
     UserDir u("sec-map");
@@ -229,7 +240,11 @@ TEST_CASE("security: a mapped file swapped for a FIFO, a device symlink or a dir
     });
     REQUIRE(wait_child(swapper) == 0);
     ::kill(rec.pid, SIGINT);
-    const int rc = wait_exit_or_hang(rec);
+    double took = 0;
+    const int rc = wait_exit_or_hang(rec, &took);
+    const char* names[] = {"a FIFO", "a device symlink", "a directory flipped to a symlink"};
+    std::cout << "INFO: mapped file swapped for " << names[int(swap)] << ": ringcap exited " << took
+              << " s after SIGINT\n";
     const std::string text = read_file(log.path);
     INFO(text);
     CHECK(rc == 0);
@@ -240,7 +255,6 @@ TEST_CASE("security: a mapped file swapped for a FIFO, a device symlink or a dir
     CHECK(::read(watch.get(), ev, sizeof ev) < 0);  // the device was never opened
     // The root-only file behind the symlink is neither listed nor copied into the cache.
     if (secret_id) {
-        const std::string perf = require_perf();
         std::string sid;
         char b[3];
         for (uint8_t x : *secret_id) std::snprintf(b, sizeof b, "%02x", x), sid += b;
@@ -250,10 +264,58 @@ TEST_CASE("security: a mapped file swapped for a FIFO, a device symlink or a dir
     CHECK(secret.intact());
 }
 
+TEST_CASE("security: a mapped file whose open would wait for its lease to break does not hold the end of a record",
+          "[security][buildid]") {
+    require_root();
+    const std::string perf = require_kernel_and_perf();
+    UserDir u("sec-lease");
+    TempDir home("sec-lease-home", 0700), out("sec-lease-out");
+    TempFile log("sec-lease-log");
+    const std::string d = u.path + "/d", prog = d + "/prog";
+    REQUIRE(wait_child(run_as_nobody([&] { return ::mkdir(d.c_str(), 0755); })) == 0);
+    REQUIRE(run_command("cp " + std::string(RINGCAP_WORKLOAD) + " " + prog + " && chown nobody: " + prog).status == 0);
+    const std::string data = out.path + "/p.data";
+    Running rec = start_record({"record", "-v", "-a", "-F", "1000", "-o", data}, log.path, home.path);
+    REQUIRE(eventually([&] { return exists(data); }));
+    run_workload_as_nobody(prog);  // samples hit it; it has exited: root opens it by its path
+    // nobody takes a write lease on it (their file, open nowhere else) and keeps it, ignoring the
+    // SIGIO of a break: an open for reading would then wait lease-break-time (45 s) for it.
+    int ready[2];
+    REQUIRE(::pipe(ready) == 0);
+    const KilledAtEnd holder{run_as_nobody([&] {
+        ::signal(SIGIO, SIG_IGN);
+        const int fd = ::open(prog.c_str(), O_RDONLY);
+        const char ok = fd >= 0 && ::fcntl(fd, F_SETLEASE, F_WRLCK) == 0;
+        if (::write(ready[1], &ok, 1) != 1) return 1;
+        for (;;) ::pause();
+    })};
+    char ok = 0;
+    REQUIRE(::read(ready[0], &ok, 1) == 1);
+    ::close(ready[0]);
+    ::close(ready[1]);
+    REQUIRE(ok == 1);
+    ::kill(rec.pid, SIGINT);
+    double took = 0;
+    const int rc = wait_exit_or_hang(rec, &took);
+    std::cout << "INFO: mapped file under a write lease: ringcap exited " << took << " s after SIGINT\n";
+    const std::string text = read_file(log.path);
+    INFO(text);
+    CHECK(rc == 0);
+    // The open failed at once (O_NONBLOCK) instead of waiting: neither pass ran out of its time.
+    CHECK(text.find("reading them took over") == std::string::npos);
+    CHECK(text.find("not done in") == std::string::npos);
+    // Left out, saying why, or read (had the lease been given up meanwhile).
+    const bool left_out = text.find(prog + ": another process holds a lease on it") != std::string::npos;
+    const bool listed = run_command(perf + " buildid-list -i " + data + " 2>&1").output.find(prog) != std::string::npos;
+    INFO("left out: " << left_out << ", listed: " << listed);
+    CHECK((left_out || listed));
+}
+
 TEST_CASE("security: a 2 GiB sparse ELF on another filesystem is not copied into the build-id cache",
           "[security][buildid]") {
     require_root();
     require_kernel();
+    require_nobody();
     TempDir home("sec-sparse-home", 0700), out("sec-sparse-out");
     TempFile log("sec-sparse-log");
     struct stat shm{}, h{};
@@ -289,17 +351,36 @@ TEST_CASE("security: files and locks another user makes at ringcap's names do no
           "[security][writer]") {
     require_root();
     require_kernel();
+    require_nobody();
+    // What nobody makes at the output's name and its .old, besides the locks: a locked file (moved to
+    // .old as perf moves any), a FIFO or a directory (refused, exit 2, before: check_path), and a
+    // directory at .old, which a rename cannot replace (EISDIR, ENOTEMPTY: exit 2 before).
+    enum class Plant { LockedFile, Fifo, Directory, FileAndOldDirectory, DirectoryAndOldDirectory };
+    const Plant plant = GENERATE(Plant::LockedFile, Plant::Fifo, Plant::Directory, Plant::FileAndOldDirectory,
+                                 Plant::DirectoryAndOldDirectory);
+    const char* names[] = {"a locked file", "a FIFO", "a directory", "a file and a directory at .old",
+                           "a directory and a non-empty one at .old"};
+    INFO("nobody made " << names[int(plant)]);
     TempDir tmp("sec-lock", 01777);  // as /tmp: world-writable, sticky
-    const std::string out = tmp.path + "/x.data";
+    const std::string out = tmp.path + "/x.data", old = out + ".old";
+    const bool old_dir = plant == Plant::FileAndOldDirectory || plant == Plant::DirectoryAndOldDirectory;
     int ready[2];
     REQUIRE(::pipe(ready) == 0);
-    // nobody holds flocks on the old predictable temporary name, on the output's name, on a name
-    // like a starting ringcap's marker and on the directory itself, and keeps them.
+    // nobody holds flocks on the old predictable temporary name, on a name like a starting
+    // ringcap's marker and on the directory itself (and on the output's name when it is a file).
     const KilledAtEnd holder{run_as_nobody([&] {
-        int fds[4] = {::open((out + ".ringcap-tmp").c_str(), O_RDWR | O_CREAT, 0644),
-                      ::open(out.c_str(), O_RDWR | O_CREAT, 0644), ::open(tmp.path.c_str(), O_RDONLY | O_DIRECTORY),
-                      // What a starting ringcap marks its start with (another user's: not one of root's).
-                      ::open((tmp.path + "/.x.data.ringcap-starting-0").c_str(), O_RDWR | O_CREAT, 0644)};
+        std::vector<int> fds = {::open((out + ".ringcap-tmp").c_str(), O_RDWR | O_CREAT, 0644),
+                                ::open(tmp.path.c_str(), O_RDONLY | O_DIRECTORY),
+                                // What a starting ringcap marks its start with (another user's: not one of root's).
+                                ::open((tmp.path + "/.x.data.ringcap-starting-0").c_str(), O_RDWR | O_CREAT, 0644)};
+        if (plant == Plant::LockedFile || plant == Plant::FileAndOldDirectory)
+            fds.push_back(::open(out.c_str(), O_RDWR | O_CREAT, 0644));
+        if (plant == Plant::Fifo && ::mkfifo(out.c_str(), 0644) != 0) return 1;
+        if ((plant == Plant::Directory || plant == Plant::DirectoryAndOldDirectory) && ::mkdir(out.c_str(), 0755) != 0)
+            return 1;
+        if (old_dir && ::mkdir(old.c_str(), 0755) != 0) return 1;
+        if (plant == Plant::DirectoryAndOldDirectory && ::close(::open((old + "/f").c_str(), O_RDWR | O_CREAT, 0644)) != 0)
+            return 1;
         for (int fd : fds)
             if (fd < 0 || ::flock(fd, LOCK_EX) != 0) return 1;
         const char c = 1;
@@ -316,7 +397,26 @@ TEST_CASE("security: files and locks another user makes at ringcap's names do no
     CHECK(r.status == 0);
     struct stat st{};
     REQUIRE(::lstat(out.c_str(), &st) == 0);
-    CHECK(st.st_uid == 0);  // root's capture, nobody's file moved to .old as perf moves any
-    REQUIRE(::lstat((out + ".old").c_str(), &st) == 0);
+    CHECK(st.st_uid == 0);  // root's capture
+    CHECK(S_ISREG(st.st_mode));
+    // What nobody made is moved aside, never written through: to .old, or where .old cannot take it
+    // (a directory there), to a name of its own beside it, said on stderr.
+    std::string aside = old;
+    if (old_dir) {
+        REQUIRE(::lstat(old.c_str(), &st) == 0);
+        CHECK((S_ISDIR(st.st_mode) && st.st_uid == kNobody));  // left as it was
+        aside.clear();
+        for (const auto& e : dir_entries(tmp.path))
+            if (e.rfind("x.data.old.", 0) == 0) aside = tmp.path + "/" + e;
+        REQUIRE(!aside.empty());
+        CHECK(r.output.find("to '" + aside + "'") != std::string::npos);
+    }
+    REQUIRE(::lstat(aside.c_str(), &st) == 0);
     CHECK(st.st_uid == kNobody);
+    CHECK(bool(plant == Plant::Fifo ? S_ISFIFO(st.st_mode)
+               : plant == Plant::Directory || plant == Plant::DirectoryAndOldDirectory ? S_ISDIR(st.st_mode)
+                                                                                        : S_ISREG(st.st_mode)));
+    if (plant == Plant::Fifo || plant == Plant::Directory)
+        CHECK(r.output.find("moved uid 65534's " + std::string(plant == Plant::Fifo ? "FIFO" : "directory") + " at '" +
+                            out + "' to '" + old + "'") != std::string::npos);
 }
