@@ -62,6 +62,7 @@ private:
     std::vector<perf_event_attr> attrs_;  // as opened, for reopen()
     size_t data_pages_ = 0;
     bool user_only_ = false;  // the kernel refused kernel samples: every event is :u
+    std::vector<LostReading> retired_lost_;  // of the events reopen() closed, read before they closed
     std::vector<std::string> notes_;
 };
 

@@ -92,7 +92,8 @@ public:
     virtual void enable() = 0;
     // Stops sampling; afterwards every record the source wrote is visible in its ring.
     virtual void disable() = 0;
-    // After disable(): samples dropped at full rings, per event and ring.
+    // After disable(): samples dropped at full rings, per event and ring; those of events reopen()
+    // replaced included.
     virtual std::vector<LostReading> lost_counts() const = 0;
 };
 

@@ -159,6 +159,16 @@ std::vector<SourceRing> open_rings(const std::vector<EventSpec>& specs, const st
     return out;
 }
 
+// Appends the kernel's PERF_FORMAT_LOST count of each event of `r` that lost samples.
+void read_lost(const SourceRing& r, std::vector<LostReading>& out) {
+    for (const auto& e : r.events) {
+        // read_format = ID | LOST: { u64 value; u64 id; u64 lost; }
+        uint64_t v[3] = {0, 0, 0};
+        if (::read(e.fd.get(), v, sizeof v) == ssize_t(sizeof v) && v[2] != 0)
+            out.push_back({e.id, r.cpu, e.event_index, v[2]});
+    }
+}
+
 std::string cpu_list_text(const std::vector<int>& cpus) {
     std::string list;
     for (int c : cpus) {
@@ -299,6 +309,8 @@ bool PerfSource::reopen(size_t ring) {
     if (!target_.tids.empty()) return false;  // new per-task events would not follow the tasks' children
     SourceRing& r = rings_.at(ring);
     std::vector<SourceRing> fresh = open_rings(specs_, attrs_, {r.cpu}, {}, target_.cgroups, data_pages_);
+    // What the dead events lost goes into the end's counts (their LOST records are in the file).
+    read_lost(r, retired_lost_);
     r = std::move(fresh.front());  // the dead events close, their ring unmaps
     for (auto& e : r.events)
         if (::ioctl(e.fd.get(), PERF_EVENT_IOC_ENABLE, 0) != 0)
@@ -346,14 +358,8 @@ void PerfSource::disable() {
 }
 
 std::vector<LostReading> PerfSource::lost_counts() const {
-    std::vector<LostReading> out;
-    for (const auto& r : rings_)
-        for (const auto& e : r.events) {
-            // read_format = ID | LOST: { u64 value; u64 id; u64 lost; }
-            uint64_t v[3] = {0, 0, 0};
-            if (::read(e.fd.get(), v, sizeof v) == ssize_t(sizeof v) && v[2] != 0)
-                out.push_back({e.id, r.cpu, e.event_index, v[2]});
-        }
+    std::vector<LostReading> out = retired_lost_;
+    for (const auto& r : rings_) read_lost(r, out);
     return out;
 }
 

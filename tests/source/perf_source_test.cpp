@@ -1,9 +1,13 @@
-// The perf ring source before it opens anything: targets from the options, and what it will need.
+// The perf ring source: targets from the options, what it will need, and (with the kernel) what
+// reopening a ring keeps of the events it replaces.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <unistd.h>
 
 #include "ringcap/perf_source.hpp"
+#include "record/spawn.hpp"
+#include "support.hpp"
 
 using namespace ringcap;
 
@@ -52,4 +56,41 @@ TEST_CASE("PerfSource: the user's events then the tracking event, one ring per C
     CHECK(src.fd_count() == 3 * 2 * 3);  // CPUs x tasks x events
     CHECK(src.describe() == "2 task(s)");
     CHECK(src.level_triggered_ok());
+}
+
+TEST_CASE("PerfSource::reopen: the lost samples of the events it replaces stay in lost_counts()", "[source]") {
+    require_kernel();
+    // A ring of one page nobody drains fills within milliseconds (cpu-clock samples an idle CPU
+    // too): every later sample is lost, and the kernel counts it (PERF_FORMAT_LOST).
+    PerfTarget t;
+    t.cpus = {0};
+    PerfSource src({parse_event("cpu-clock")}, t);
+    std::vector<perf_event_attr> attrs;
+    for (const auto& spec : src.specs()) attrs.push_back(src.attr(spec, SamplingConfig{}));
+    src.open(attrs, 1);
+    src.enable();
+    auto lost_of_event0 = [&] {
+        uint64_t n = 0;
+        for (const auto& l : src.lost_counts()) n += l.event_index == 0 ? l.lost : 0;
+        return n;
+    };
+    REQUIRE(ringcap_test::eventually([&] { return lost_of_event0() > 0; }));
+    src.disable();  // final counts from here on
+    const std::vector<LostReading> before = src.lost_counts();
+    std::vector<uint64_t> old_ids;
+    for (const auto& e : src.rings()[0].events) old_ids.push_back(e.id);
+    REQUIRE(src.reopen(0));  // as when CPU 0 came back online
+    src.disable();
+    const std::vector<LostReading> after = src.lost_counts();
+    for (const auto& e : src.rings()[0].events)
+        CHECK(std::find(old_ids.begin(), old_ids.end(), e.id) == old_ids.end());  // new events, new ids
+    // Every count the old events had is still there, under their ids, for the summary and LOST_SAMPLES.
+    for (const LostReading& b : before) {
+        INFO("event " << b.event_index << " id " << b.id << " lost " << b.lost);
+        const auto a = std::find_if(after.begin(), after.end(), [&](const LostReading& l) { return l.id == b.id; });
+        REQUIRE(a != after.end());
+        CHECK(a->lost == b.lost);
+        CHECK(a->cpu == 0);
+        CHECK(a->event_index == b.event_index);
+    }
 }
