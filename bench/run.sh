@@ -24,7 +24,7 @@
 #
 # For each workload the two collectors run ALTERNATELY (perf,ringcap / ringcap,perf / ...), with
 # the same events, frequency, ring size (-m; workloads 6-7: each tool's default) and duration, both
-# as `COLLECTOR record -a ... -- sleep S`. Each run starts after `sync`, on a quiet disk.
+# as `COLLECTOR record -a ... -- sleep S`. Each run starts after `sync`, on a quiet disk (quiet_disk).
 # Per tool it prints the median over the runs of:
 #   samples    PERF_RECORD_SAMPLE records in the file            (perf report --stats, "SAMPLE events")
 #   lost       samples the kernel dropped, per the kernel's per-event counter (PERF_FORMAT_LOST),
@@ -190,6 +190,30 @@ NOTES="$WORK/notes.txt"
 # Safety net for background workers: they exit on their own after this many seconds.
 WORKER_MAX=$(( RUNS * 2 * (DURATION + 30) + 60 ))
 
+# The block device under $WORK (its stat and inflight files), or empty.
+WORK_DEV=$(basename "$(findmnt -n -o SOURCE --target "$WORK" 2>/dev/null)" 2>/dev/null || true)
+[ -n "$WORK_DEV" ] && [ -r "/sys/class/block/$WORK_DEV/stat" ] || WORK_DEV=""
+# sync, then wait until the disk is idle: nothing in flight and no discard completing for 300 ms (at
+# most 30 s). The previous run's 1-2 GB file, deleted on a filesystem mounted with `discard`, sends
+# its discards after the journal commit that sync forces; a capture starting meanwhile waited behind
+# 64 MiB discards (no write completed for 250 ms) and cut stacks it would not have cut.
+quiet_disk() {
+    sync
+    [ -n "$WORK_DEV" ] || return 0
+    local f=/sys/class/block/$WORK_DEV prev="" now calm=0 i
+    for i in $(seq 300); do
+        now="$(cat "$f/inflight" | tr -s ' ') $(awk '{ print $12, $15 }' "$f/stat")"
+        if [ "$now" = "$prev" ] && [ "$(awk '{ print $1 + $2 }' "$f/inflight")" = 0 ]; then
+            calm=$((calm + 1))
+            [ "$calm" -ge 3 ] && return 0
+        else
+            calm=0
+        fi
+        prev=$now
+        sleep 0.1
+    done
+}
+
 start_spinners() {  # two busy loops (this VM has 2 vCPUs); started here, so not children of the collector
     local i
     for i in 1 2; do "$BT" spin "$WORKER_MAX" & BG_PIDS+=($!); done
@@ -249,7 +273,7 @@ run_one() {
     # Start on a quiet disk: perf leaves its file (over 1 GB at 40 kHz dwarf) in the page cache, and
     # its writeback during the next run took disk bandwidth from that run (ringcap, writing as it
     # captures, lost up to 44 % in the run after a perf run; 0 after a sync).
-    sync
+    quiet_disk
     punt_start "$WORK/punts"
     "$BT" run "$res" -- "${cmd[@]}" 2>>"$log" >/dev/null || status=$?
     local punted

@@ -40,6 +40,11 @@ struct CollectorConfig {
     int nice = 0;                    // --collector-nice, unless -r: the thread's (and its encoder's) nice (0 = as is)
     bool nice_required = false;      // a refused nice is an error (given), else noted (the default)
     double tick_seconds = 1.0;       // idle flush; bounds what a crash loses to about this much
+    // While the collector drains less than kQuietTickRate a second, its tick (so its idle flush, and
+    // what a crash loses) stretches to this: an idle capture wakes its threads and the disk every
+    // few seconds, not every second. 0: never (the live status line and a flight recorder's window
+    // want their second).
+    double quiet_tick_seconds = 5.0;
     int compression_level = 0;       // -z: zstd level of the encoder stage (0 = off: no encoder, no copy)
     // Per event index, the user-stack dump size its samples end with (RingReader::set_stacks: each
     // is trimmed to dyn_size), or 0.
@@ -55,6 +60,13 @@ struct CollectorConfig {
     bool verbose = false;            // -v: a line each time a grade engages or is undone
     WriteFault write_fault;          // tests: replaces its writes' results (Writer::set_fault)
 };
+
+// Below this drain rate (bytes a second, all of a collector's rings) the tick is the quiet one.
+inline constexpr uint64_t kQuietTickRate = 64u << 10;
+
+// The next tick's period, from the last period and what the collector drained in it: `quiet` while
+// that was less than kQuietTickRate a second, else `base` (quiet 0 or below base: always base).
+double next_tick_seconds(double base, double quiet, double last_period, uint64_t drained);
 
 // What back-pressure did on one collector (its rings' cut and dropped samples are per ring).
 struct PressureStats {
@@ -208,6 +220,7 @@ private:
 
     bool pass();
     void flush_idle_staging();
+    void retune_tick();  // at each tick: the quiet period while little comes (next_tick_seconds)
     // Hands the full staging buffers on: to the writer, or with -z to the encoder thread, whose
     // finished records go to the encoded buffers and from there to the writer.
     void send_ready();
@@ -222,7 +235,9 @@ private:
 
     CollectorControl& control_;
     std::ostream& log_;
-    double tick_seconds_;
+    double tick_seconds_, quiet_tick_seconds_;
+    double tick_period_;          // the tick's period now (tick_seconds_ or quiet_tick_seconds_)
+    uint64_t drained_at_tick_ = 0;  // drained_bytes() at the last tick
     std::vector<EventCounters> events_;  // before rings_: the readers point into it
     std::vector<uint32_t> stack_dumps_;  // likewise
     std::optional<PressureGrader> grader_;

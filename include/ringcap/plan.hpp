@@ -43,9 +43,13 @@ class RecordPlan {
 public:
     // The smallest ring the record falls back to when locked memory is short (16 KiB).
     static constexpr size_t kMinRingPages = 4;
-    // Staging buffers (of --staging-kb, 1 MiB) when --staging-buffers is not given.
-    static constexpr size_t kDefaultStagingBuffers = 64;
-    static constexpr size_t kFlightStagingBuffers = 16;  // --flight-recorder (plan.cpp)
+    // Staging when --staging-buffers is not given: twice the rings' data, within these bounds
+    // (default_staging_bytes), in buffers of --staging-kb (1 MiB).
+    static constexpr uint64_t kMinStagingBytes = 64u << 20, kMaxStagingBytes = 256u << 20;
+    static uint64_t default_staging_bytes(uint64_t ring_bytes);
+    // --flight-recorder's: half the rings' data, within these bounds (flight_staging_bytes).
+    static constexpr uint64_t kMinFlightStagingBytes = 16u << 20, kMaxFlightStagingBytes = 64u << 20;
+    static uint64_t flight_staging_bytes(uint64_t ring_bytes);
 
     // Memory a record needs beyond its staging buffers (code, heap, page cache of the output) when a
     // memory cgroup limit applies. Ring memory is not charged to the cgroup (measured: 2 x 64 MiB
@@ -72,7 +76,8 @@ public:
     // The source's events' attrs for rings of `pages` pages, in the source's order.
     std::vector<perf_event_attr> attrs(size_t pages, std::string* note = nullptr) const;
 
-    // Staging: --staging-buffers, else kDefaultStagingBuffers (fitted to a memory cgroup limit).
+    // Staging: --staging-buffers, else default_staging_bytes() of the rings (fitted to a memory
+    // cgroup limit).
     size_t staging_buffers() const { return staging_buffers_; }
     size_t staging_buffer_bytes() const { return staging_buffer_bytes_; }
     // The loop for all rings and as many writes in flight as staging buffers. A source whose fds stay

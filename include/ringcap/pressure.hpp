@@ -14,7 +14,9 @@
 //            process and mapping records among them
 // A grade is engaged when headroom falls below its level, and undone, one at a time and in reverse
 // order, once headroom has stayed above that level plus a margin for kRelease. Pure logic: the
-// collector applies what grade() says (readers, encoder, event periods) and counts it.
+// collector applies what grade() says (readers, encoder, event periods) and counts it. The ring
+// holds samples whole while it can: cuts apply to a ring more than half full, drops to the samples
+// of a ring more than three quarters full that find no room in staging (Collector::pass).
 #pragma once
 
 #include <chrono>

@@ -165,8 +165,9 @@ public:
     // field is not the requested one (the kernel shrank it to stay under 64 KiB) is copied whole.
     void set_stacks(std::span<const uint32_t> dump_sizes) { stacks_ = dump_sizes; }
     // Back-pressure (the collector's grade): user stacks cut to at most `cut_bytes` (0: not cut;
-    // dyn_size is cut with them, so perf unwinds what is left), and with `drop`, samples left out,
-    // counted (RingCounters::dropped), never any other record.
+    // dyn_size is cut with them, so perf unwinds what is left), and with `drop`, samples that find
+    // no room in staging left out, counted (RingCounters::dropped), never any other record: what
+    // staging takes is copied (cut as said), the samples at the tail of the ring beyond go.
     void set_shaping(uint32_t cut_bytes, bool drop) {
         cut_ = cut_bytes & ~7u;
         drop_ = drop;
@@ -185,6 +186,12 @@ private:
     // and change_period() say; returns the bytes written (at most len).
     uint64_t copy_shaped(uint64_t from, std::byte* dst, uint64_t len);
     uint64_t account(uint64_t start, uint64_t limit, uint64_t head);
+    // Back-pressure's drops: the event index of the sample at `pos`, a sample that becomes a
+    // dropped one, and the samples from `pos` to the first record of another kind (or head) dropped
+    // without staging; returns where they end.
+    size_t event_of(uint64_t pos, const perf_event_header& h) const;
+    void count_dropped(const perf_event_header& h, size_t ev);
+    uint64_t drop_leading_samples(uint64_t pos, uint64_t head);
 
     RingView view_;
     uint64_t mask_ = 0;

@@ -17,7 +17,7 @@ namespace ringcap {
 
 Collector::Collector(const CollectorConfig& cfg, std::span<const SourceRing> rings, CollectorControl& control,
                      std::ostream& log)
-    : control_(control), log_(log), tick_seconds_(cfg.tick_seconds), events_(cfg.events),
+    : control_(control), log_(log), tick_seconds_(cfg.tick_seconds), quiet_tick_seconds_(cfg.quiet_tick_seconds), tick_period_(cfg.tick_seconds), events_(cfg.events),
       stack_dumps_(cfg.stack_dumps), sample_freqs_(cfg.sample_freqs), period_in_ns_(cfg.period_in_ns),
       verbose_(cfg.verbose), write_fault_(cfg.write_fault) {
     if (!cfg.pressure_off) grader_.emplace(cfg.pressure);
@@ -199,12 +199,28 @@ void Collector::on_source(Source s) {
     }
     if (s == Source::Tick) {
         tick_ = true;
+        retune_tick();
         hand_over_dsos();
         hand_over_sideband();
         control_.on_tick();
     } else {
         control_.on_control(s);
     }
+}
+
+double next_tick_seconds(double base, double quiet, double last_period, uint64_t drained) {
+    if (quiet <= base || last_period <= 0) return base;
+    return double(drained) < double(kQuietTickRate) * last_period ? quiet : base;
+}
+
+void Collector::retune_tick() {
+    uint64_t drained = 0;
+    for (const auto& r : rings_) drained += r.reader.counters().bytes + r.carried.bytes;
+    const double next = next_tick_seconds(tick_seconds_, quiet_tick_seconds_, tick_period_, drained - drained_at_tick_);
+    drained_at_tick_ = drained;
+    if (next == tick_period_) return;
+    tick_period_ = next;
+    loop_->set_tick(next);
 }
 
 bool Collector::pass() {
@@ -217,10 +233,14 @@ bool Collector::pass() {
     for (size_t k = 0, i = start_; k < n; ++k, i = i + 1 == n ? 0 : i + 1) {
         RingState& r = rings_[i];
         if (r.final_drained || r.released) continue;
-        // Dropping samples only makes room in the ring: while it is less than half full it holds
-        // them until staging has room again (a stalled disk or a late encoder often recovers
-        // within the 100 ms a 32 MiB ring holds at 40 kHz dwarf).
-        if (applied_.drop) r.reader.set_shaping(applied_.cut_bytes, 2 * (r.reader.head() - r.reader.tail()) > r.reader.capacity());
+        // Cutting stacks and dropping samples only make room in the ring: while it is less than
+        // half full it holds them whole until staging has room again (a disk that queued a burst
+        // of writes, a late encoder often recover within the 65 ms half a 32 MiB ring holds at
+        // 40 kHz dwarf); past half its samples are cut, past three quarters dropped.
+        if (applied_.cut_bytes || applied_.drop) {
+            const uint64_t fill = r.reader.head() - r.reader.tail(), cap = r.reader.capacity();
+            r.reader.set_shaping(2 * fill > cap ? applied_.cut_bytes : 0, applied_.drop && 4 * fill > 3 * cap);
+        }
         const DrainResult d = r.reader.drain(*staging_);
         if (!d.complete && complete) cut = i;
         complete &= d.complete;

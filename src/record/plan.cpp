@@ -111,17 +111,16 @@ RecordPlan RecordPlan::make(const RecordOptions& opts, const RingSource& source,
     const size_t rings = source.ring_count();
     p.ring_pages_given_ = opts.mmap_pages != 0;
     p.ring_pages_ = opts.mmap_pages ? opts.mmap_pages : default_ring_pages(rings, host.can_lock_memory, host.page_size);
-    // Staging is what rides out a slow write before the rings start to fill (README, Performance:
-    // at 40 kHz dwarf on 2 CPUs, 16 x 1 MiB lost samples in 4 runs of 4, 32 in 1 of 4, 64 in none
-    // of 8). Shared out among the collectors.
-    p.staging_buffers_ = opts.staging_buffers ? opts.staging_buffers : kDefaultStagingBuffers;
-    // A flight recorder writes to memory, never waits for a disk, and is meant to run for days: its
-    // own memory (rings and staging are ringcap's resident memory, the window aside) is kept small,
-    // 8 MiB rings at most and 16 staging buffers, unless given.
-    if (opts.flight_recorder_s > 0) {
-        if (!opts.mmap_pages) p.ring_pages_ = std::min(p.ring_pages_, std::max<size_t>(128, (size_t(8) << 20) / host.page_size));
-        if (!opts.staging_buffers) p.staging_buffers_ = kFlightStagingBuffers;
-    }
+    // Staging holds what was drained while its writes are in flight: shared out among the
+    // collectors (docs/performance.md, Staging).
+    const uint64_t ring_bytes = uint64_t(p.ring_pages_) * host.page_size * rings;
+    p.staging_buffers_ = opts.staging_buffers ? opts.staging_buffers
+                                              : size_t(default_staging_bytes(ring_bytes) / opts.staging_buffer_bytes);
+    // A flight recorder writes to memory, never waits for a disk, and is meant to run for days:
+    // its staging (resident, beside the window) need only hold what the encoder has not taken yet,
+    // two wake-ups' worth of each ring (flight_staging_bytes), not a disk's writes in flight.
+    if (opts.flight_recorder_s > 0 && !opts.staging_buffers)
+        p.staging_buffers_ = size_t(flight_staging_bytes(ring_bytes) / opts.staging_buffer_bytes);
     p.staging_buffer_bytes_ = opts.staging_buffer_bytes;
     if (host.memory_limit) p.fit_staging(opts, host, rings);
     p.loop_.backend = source.level_triggered_ok() ? opts.backend : Backend::Uring;
@@ -129,6 +128,22 @@ RecordPlan RecordPlan::make(const RecordOptions& opts, const RingSource& source,
     p.loop_.writes_in_flight = unsigned(p.staging_buffers_);
     p.loop_.cq_entries = opts.cq_entries;
     return p;
+}
+
+uint64_t RecordPlan::default_staging_bytes(uint64_t ring_bytes) {
+    // A write's completion can take a quarter of a second when the disk queues a burst (40 kHz
+    // dwarf on 2 busy vCPUs: up to 170-260 ms from submission to completion, at 240 MB/s per
+    // collector): twice what the rings hold covers it while the rings take the rest. At least what
+    // rode out slow writes with small rings, at most what 64 CPUs' rings hold.
+    return std::clamp<uint64_t>(2 * ring_bytes, kMinStagingBytes, kMaxStagingBytes);
+}
+
+uint64_t RecordPlan::flight_staging_bytes(uint64_t ring_bytes) {
+    // A ring wakes its collector at a quarter full: a collector's staging takes two such wake-ups
+    // of each of its rings while the encoder compresses. With less (16 MiB for two 32 MiB rings,
+    // 10 kHz dwarf on 2 busy CPUs) every wake-up filled it and back-pressure took zstd to -5; with
+    // 8 MiB rings instead it held, but four times the wake-ups cost 25 % more CPU than -z to a file.
+    return std::clamp<uint64_t>(ring_bytes / 2, kMinFlightStagingBytes, kMaxFlightStagingBytes);
 }
 
 namespace {

@@ -160,10 +160,42 @@ unsigned RingReader::shift_at(uint64_t pos) {
     return period_changes_.front().shift;
 }
 
+size_t RingReader::event_of(uint64_t pos, const perf_event_header& h) const {
+    return ids_ && h.size >= field::kSampleIdentifier + 8
+               ? ids_->find(load_at<uint64_t>(view_.data, mask_, pos + field::kSampleIdentifier))
+               : IdMap::npos;
+}
+
+void RingReader::count_dropped(const perf_event_header& h, size_t ev) {
+    // account() counted it as a sample: it becomes a dropped one.
+    --counters_.samples;  // samples and records count what reaches the output
+    --counters_.records;
+    ++counters_.dropped;
+    counters_.trimmed += h.size;
+    if (ev < events_.size()) --events_[ev].samples, ++events_[ev].dropped, ++dropped_by_event_[ev];
+}
+
+uint64_t RingReader::drop_leading_samples(uint64_t pos, uint64_t head) {
+    uint64_t end = pos;
+    while (end != head) {
+        const auto h = load_at<perf_event_header>(view_.data, mask_, end);
+        if (h.type != PERF_RECORD_SAMPLE || h.size < sizeof h || h.size % 8 != 0 || h.size > head - end) break;
+        end += h.size;
+    }
+    if (end == pos) return pos;
+    account(pos, end, head);
+    for (uint64_t at = pos; at != end;) {
+        const auto h = load_at<perf_event_header>(view_.data, mask_, at);
+        count_dropped(h, event_of(at, h));
+        at += h.size;
+    }
+    return end;
+}
+
 uint64_t RingReader::copy_shaped(uint64_t from, std::byte* dst, uint64_t len) {
     // Whole records in [from, from + len): runs of records kept as they are go in one copy; a
-    // sample whose stack is trimmed or cut is copied in parts with its fields rewritten; a dropped
-    // sample is skipped. A sample ends {u64 size; char data[size]; u64 dyn_size}. Positions and
+    // sample whose stack is trimmed or cut is copied in parts with its fields rewritten (dropped
+    // samples never get here: drop_leading_samples). A sample ends {u64 size; char data[size]; u64 dyn_size}. Positions and
     // fields are 8-byte aligned (never split by the wrap).
     uint64_t done = 0, out = 0;  // [from, from + done) is handled; dst has `out` bytes
     auto flush_run = [&](uint64_t upto) {
@@ -180,21 +212,7 @@ uint64_t RingReader::copy_shaped(uint64_t from, std::byte* dst, uint64_t len) {
             at = end;
             continue;
         }
-        const size_t ev = ids_ && h.size >= field::kSampleIdentifier + 8
-                              ? ids_->find(load_at<uint64_t>(view_.data, mask_, from + at + field::kSampleIdentifier))
-                              : IdMap::npos;
-        if (drop_) {
-            // account() counted it as a sample: it becomes a dropped one.
-            flush_run(at);
-            done = end;
-            --counters_.samples;  // samples and records count what reaches the output
-            --counters_.records;
-            ++counters_.dropped;
-            counters_.trimmed += h.size;
-            if (ev < events_.size()) --events_[ev].samples, ++events_[ev].dropped, ++dropped_by_event_[ev];
-            at = end;
-            continue;
-        }
+        const size_t ev = event_of(from + at, h);
         // The period a lowered frequency gives, in the sample's PERIOD field (after its copy).
         uint64_t period = 0;
         if (!period_changes_.empty() && ev < period_bases_.size() && period_bases_[ev] &&
@@ -265,6 +283,15 @@ DrainResult RingReader::drain(StagingPool& staging) {
         // follow half a record, and every buffer can go to the file on its own.
         const auto space = staging.writable();
         if (space.empty()) {
+            // Samples that are dropped need no staging: those at the tail go now, and the ring keeps
+            // its room for the records that must not be lost (a record of another kind waits for
+            // staging; the kernel, when the ring is full, drops whole records of every kind).
+            if (drop_) {
+                if (const uint64_t e = drop_leading_samples(pos, head); e != pos) {
+                    pos = e;
+                    continue;
+                }
+            }
             complete = false;
             break;
         }
@@ -276,11 +303,11 @@ DrainResult RingReader::drain(StagingPool& staging) {
             staging.pad_current();
             continue;
         }
-        if (stacks_.empty() && !drop_ && period_changes_.empty()) {
+        if (stacks_.empty() && period_changes_.empty()) {
             copy_out(pos, space.data(), end - pos);
             staging.commit(end - pos);
         } else if (const uint64_t out = copy_shaped(pos, space.data(), end - pos); out > 0) {
-            staging.commit(out);  // nothing at all when every record was a dropped sample
+            staging.commit(out);
         }
         pos = end;
     }

@@ -1,6 +1,8 @@
 // The record plan without the kernel: ring size, wake-up policy, attrs, staging and loop sizing.
 #include <catch2/catch.hpp>
 
+#include <tuple>
+
 #include "ringcap/perf_source.hpp"
 #include "ringcap/plan.hpp"
 
@@ -55,15 +57,18 @@ TEST_CASE("default ring size: perf's 128 pages, or up to 32 MiB per ring and 256
     CHECK(default_ring_pages(4096, true, 4096) == 128);  // never below perf's default
 }
 
-TEST_CASE("a flight recorder keeps its own memory small: 8 MiB rings at most and 16 staging buffers, unless given",
+TEST_CASE("a flight recorder's staging holds two wake-ups of its rings (half their data, 16 to 64 MiB), unless given",
           "[plan]") {
-    PerfSource two({parse_event("cpu-clock")}, cpus(2));
+    PerfSource two({parse_event("cpu-clock")}, cpus(2)), forty({parse_event("cpu-clock")}, cpus(40));
     const RecordPlan p = RecordPlan::make(options({"-a", "--flight-recorder=30s"}), two, host(true));
-    CHECK(p.ring_pages() == 2048);
-    CHECK(p.staging_buffers() == RecordPlan::kFlightStagingBuffers);
-    const RecordPlan given = RecordPlan::make(options({"-a", "--flight-recorder=30s", "-m", "8192"}), two, host(true));
-    CHECK(given.ring_pages() == 8192);
-    CHECK(RecordPlan::make(options({"-a", "--flight-recorder=30s"}), two, host(false)).ring_pages() == 128);
+    CHECK(p.ring_pages() == 8192);  // the rings of a file capture
+    CHECK(p.staging_buffers() == 32);
+    CHECK(RecordPlan::make(options({"-a", "--flight-recorder=30s"}), two, host(false)).staging_buffers() == 16);
+    CHECK(RecordPlan::make(options({"-a", "--flight-recorder=30s"}), forty, host(true)).staging_buffers() == 64);
+    const RecordPlan given =
+        RecordPlan::make(options({"-a", "--flight-recorder=30s", "-m", "1024", "--staging-buffers", "8"}), two, host(true));
+    CHECK(given.ring_pages() == 1024);
+    CHECK(given.staging_buffers() == 8);
 }
 
 TEST_CASE("the plan takes -m as given, else the default for its ring count", "[plan]") {
@@ -153,16 +158,23 @@ TEST_CASE("plan: -F above kernel.perf_event_max_sample_rate is refused with the 
     CHECK_NOTHROW(RecordPlan::make(options({"-a", "-F", "100000"}), src, host()));
 }
 
-TEST_CASE("staging: 64 x 1 MiB whatever the number of rings, unless given", "[plan]") {
+TEST_CASE("staging: twice the rings' data, 64 to 256 MiB in 1 MiB buffers, unless given", "[plan]") {
     PerfSource two({parse_event("cpu-clock")}, cpus(2)), forty({parse_event("cpu-clock")}, cpus(40)),
         hundred({parse_event("cpu-clock")}, cpus(100));
     const RecordOptions o = options({"-a"});
-    for (PerfSource* s : {&two, &forty, &hundred}) {
-        const RecordPlan p = RecordPlan::make(o, *s, host());
-        CHECK(p.staging_buffers() == 64);
+    // perf's 512 KiB rings (no CAP_IPC_LOCK): 2 and 40 CPUs get the least, 100 twice their 50 MiB.
+    // With the privilege, 2 CPUs' 32 MiB rings get 128 MiB; 40 CPUs' 4 MiB rings the most.
+    const std::vector<std::tuple<PerfSource*, bool, size_t>> cases = {
+        {&two, false, 64}, {&forty, false, 64}, {&hundred, false, 100}, {&two, true, 128}, {&forty, true, 256}};
+    for (const auto& [s, lock, buffers] : cases) {
+        INFO(s->ring_count() << " rings, can lock memory " << lock);
+        const RecordPlan p = RecordPlan::make(o, *s, host(lock));
+        CHECK(p.staging_buffers() == buffers);
         CHECK(p.staging_buffer_bytes() == 1024 * 1024);
-        CHECK(p.loop().writes_in_flight == 64);
+        CHECK(p.loop().writes_in_flight == buffers);
     }
+    // Larger buffers: the same memory in fewer of them.
+    CHECK(RecordPlan::make(options({"-a", "--staging-kb", "4096"}), two, host(true)).staging_buffers() == 32);
     const RecordPlan given = RecordPlan::make(options({"-a", "--staging-buffers", "3", "--staging-kb", "64"}), two, host());
     CHECK(given.staging_buffers() == 3);
     CHECK(given.staging_buffer_bytes() == 64 * 1024);

@@ -59,10 +59,11 @@ void check_file_counts(const std::string& perf, const std::string& file, const C
 TEST_CASE("back-pressure on a slow disk: dwarf stacks cut, counted, and perf still unwinds them", "[pressure][record]") {
     const std::string perf = require_kernel_and_perf();
     TempDir dir("press-cut");
-    // 10 MiB/s and 16 MiB of staging: the trimmed capture makes about 45 MB/s for 2 s, so staging
-    // and the disk together cannot hold it whole however the writes fall.
+    // 10 MiB/s, 16 MiB of staging and 4 MiB rings: the trimmed capture makes about 45 MB/s for 2 s,
+    // so staging, the rings (which hold samples whole until half full) and the disk together cannot
+    // hold it whole however the writes fall.
     WriteThrottle throttle(dir.path, 10u << 20);
-    const Capture c = record_throttled(throttle, dir.path, "-F 10000 --call-graph dwarf --staging-buffers 16");
+    const Capture c = record_throttled(throttle, dir.path, "-F 10000 --call-graph dwarf --staging-buffers 16 -m 1024");
     INFO(c.log);
     REQUIRE(c.status == 0);
     REQUIRE(c.json.is_object());
