@@ -8,13 +8,34 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <string_view>
 #include <vector>
 
 #include "ringcap/collector.hpp"
+#include "ringcap/sys.hpp"
 #include "ringcap/record_output.hpp"
 #include "ringcap/source.hpp"
 
 namespace ringcap {
+
+// The kernel's uevents (NETLINK_KOBJECT_UEVENT), for "online@/devices/system/cpu/cpuN" and
+// "offline@...": the record follows hotplug as it happens instead of reading the online CPUs every
+// second. Not available everywhere (a network namespace of a container gets none of the host's):
+// the session then checks every second, and with it, every few seconds in case none arrive.
+class CpuUevents {
+public:
+    // The socket, or none (then fd() is -1) if the kernel refuses it.
+    static CpuUevents open();
+    int fd() const { return fd_.get(); }
+    // Reads every uevent waiting; true if one was about a CPU, or some were lost (the socket's
+    // buffer overflowed: look anyway).
+    bool take();
+    // The test of one uevent's text ("ACTION@DEVPATH\0KEY=VALUE\0...").
+    static bool about_cpu(std::string_view message);
+
+private:
+    UniqueFd fd_;
+};
 
 class HotplugWatch {
 public:

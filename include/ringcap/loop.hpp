@@ -53,7 +53,8 @@ public:
     // Reports Source s each time fd becomes readable (the handler must consume it, as with epoll).
     virtual void watch_source(Source s, int fd) = 0;
     virtual void set_timer(double seconds) = 0;
-    // A periodic Source::Tick (flushes idle staging, refreshes the header).
+    // A periodic Source::Tick (flushes idle staging, hands over what the session collects). A later
+    // call, from the tick's handler, sets the period from the next tick on.
     virtual void set_tick(double seconds) = 0;
 
     // Prepares writes to `files` (write() names them by index) from `buffers` (write slot i lies in

@@ -3,9 +3,10 @@
 // acknowledgement or end, the data section growing: all on fds it polls). Pure, so that each state
 // is tested without a session (tests/record/main_wake_test.cpp).
 //
-// What does wake it, on an idle `-a -F 100` capture: the data growing when each collector sends its
-// partial buffer (every second, collector.hpp's tick), that round's acknowledgement, and the hotplug
-// check riding on those. A state whose progress nothing signals (a rotation under way, -o -) polls.
+// What does wake it, on an idle `-a -F 100` capture: the data growing when a collector sends its
+// partial buffer (every 5 s while little comes: collector.hpp's quiet tick), the round that follows
+// and its acknowledgements, the header refresh after them; a CPU going on- or offline (a uevent).
+// A state whose progress nothing signals (a rotation under way, -o -) polls.
 #pragma once
 
 #include <chrono>
@@ -32,6 +33,9 @@ struct MainWake {
     // kHotplugLatest after it (an idle capture's wake-ups then carry it).
     static constexpr auto kHotplugEvery = std::chrono::milliseconds(500);
     static constexpr auto kHotplugLatest = std::chrono::milliseconds(1000);
+    // With the kernel's uevents (hotplug.hpp: CpuUevents) a change is an event; the check is only
+    // for a namespace that gets none, and rides on the rounds of an idle capture.
+    static constexpr auto kHotplugUevents = kQuietSpacing;
     // The crash-safe header lags the data on disk at most this long (it is refreshed on the wake-ups
     // rounds bring at most every 250 ms, file_output.hpp; this is for the last data before a lull).
     static constexpr auto kHeaderLatest = std::chrono::milliseconds(1000);

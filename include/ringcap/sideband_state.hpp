@@ -3,13 +3,16 @@
 // mappings may lie before it. The records that describe tasks and mappings are kept, in time order,
 // until the window's start passes them; then they are folded into a table (a thread's name, a
 // process's mappings), which a dump writes first: every task and mapping as of the window's start,
-// those that exit or are unmapped during the window included. Pure logic over records.
+// those that exit or are unmapped during the window included. Rotation (--switch-output) takes from
+// it the tasks of a switch that exited before the next file's /proc scan (emit_gone). Pure logic
+// over records.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,6 +24,9 @@ struct SidebandInbox {
     std::mutex mu;
     std::vector<std::byte> records;  // whole records; each collector's in the order it copied them
 };
+
+// Threads by {pid, tid}.
+using TaskSet = std::set<std::pair<uint32_t, uint32_t>>;
 
 class SidebandState {
 public:
@@ -35,9 +41,17 @@ public:
     void add(const std::byte* rec, size_t len);
     // Applies every kept record up to perf time `t` (EXITs up to t - kExitLagNs), oldest first.
     void fold(uint64_t t);
+    // The same with the EXITs up to `exits` (a bound known to be safe, not a lag).
+    void fold(uint64_t t, uint64_t exits);
     // The table as records: per process a COMM for each of its threads, then its mappings oldest
     // first (the kernel's own first). Times and ids zero (perf's synthesized records).
     void emit(std::vector<std::byte>& out) const;
+    // The table's tasks that are not in `present` (the threads a /proc scan found), as emit() writes
+    // them: a COMM for each such thread, and the mappings of each process none of whose threads is
+    // there. Not the kernel's maps (the scan has them).
+    void emit_gone(std::vector<std::byte>& out, const TaskSet& present) const;
+    // The time of the newest record kept, not yet folded (0: none).
+    uint64_t newest() const { return pending_.empty() ? 0 : pending_.rbegin()->first; }
 
     size_t processes() const { return procs_.size(); }
     size_t mappings() const;

@@ -49,7 +49,14 @@ public:
     void watch_source(Source s, int fd) override { add(fd, encode(Kind::Source, 0, uint32_t(s))); }
 
     void set_timer(double seconds) override { timer_ = watch_timerfd(Source::Timer, seconds, false); }
-    void set_tick(double seconds) override { tick_ = watch_timerfd(Source::Tick, seconds, true); }
+    void set_tick(double seconds) override {
+        if (!tick_) {
+            tick_ = watch_timerfd(Source::Tick, seconds, true);
+            return;
+        }
+        const itimerspec its = timer_spec(seconds, true);  // from now: the tick just fired
+        timerfd_settime(tick_.get(), 0, &its, nullptr);
+    }
 
     void attach_output(std::span<const int> files, std::span<const iovec>) override {
         files_.assign(files.begin(), files.end());
@@ -96,14 +103,19 @@ public:
     }
 
 private:
-    UniqueFd watch_timerfd(Source s, double seconds, bool periodic) {
-        UniqueFd fd(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
-        if (!fd) throw Error("timerfd_create: " + errno_text(errno));
+    static itimerspec timer_spec(double seconds, bool periodic) {
         itimerspec its{};
         its.it_value.tv_sec = time_t(seconds);
         its.it_value.tv_nsec = long((seconds - double(its.it_value.tv_sec)) * 1e9);
         if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0) its.it_value.tv_nsec = 1;  // 0 disarms
         if (periodic) its.it_interval = its.it_value;
+        return its;
+    }
+
+    UniqueFd watch_timerfd(Source s, double seconds, bool periodic) {
+        UniqueFd fd(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+        if (!fd) throw Error("timerfd_create: " + errno_text(errno));
+        const itimerspec its = timer_spec(seconds, periodic);
         timerfd_settime(fd.get(), 0, &its, nullptr);
         watch_source(s, fd.get());
         return fd;

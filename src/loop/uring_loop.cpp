@@ -87,6 +87,8 @@ public:
     void set_tick(double seconds) override {
         tick_.tv_sec = int64_t(seconds);
         tick_.tv_nsec = int64_t((seconds - double(tick_.tv_sec)) * 1e9);
+        if (tick_armed_) return;  // the timeout re-armed after the tick in flight takes it
+        tick_armed_ = true;
         arm_tick();
     }
 
@@ -197,8 +199,9 @@ private:
                 h.on_write(index, res);
                 break;
             case Kind::Source:
-                if (Source(index) == Source::Tick) arm_tick();  // a plain timeout fires once
                 h.on_source(Source(index));
+                // A plain timeout fires once: the next one, at the period the handler may have set.
+                if (Source(index) == Source::Tick) arm_tick();
                 // A watched fd keeps reporting (the handler consumes it), as under epoll: its
                 // multishot poll is armed again when it ended (CQ overflow).
                 if (index < source_fds_.size() && source_fds_[index] >= 0 && !(flags & IORING_CQE_F_MORE))
@@ -247,6 +250,7 @@ private:
     Uring ring_;
     std::vector<Watch> watches_;
     __kernel_timespec timer_{}, tick_{};
+    bool tick_armed_ = false;
     std::array<int, kSourceCount> source_fds_{-1, -1, -1, -1, -1, -1};  // per Source, for the fds watched by poll
     bool fixed_buffers_ = false;
     uint32_t nfixed_ = 0;

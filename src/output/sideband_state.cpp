@@ -81,11 +81,12 @@ void SidebandState::add(const std::byte* rec, size_t len) {
     bytes_ += len;
 }
 
-void SidebandState::fold(uint64_t t) {
-    const uint64_t exits = t > kExitLagNs ? t - kExitLagNs : 0;
+void SidebandState::fold(uint64_t t) { fold(t, t > kExitLagNs ? t - kExitLagNs : 0); }
+
+void SidebandState::fold(uint64_t t, uint64_t exits) {
     for (auto it = pending_.begin(); it != pending_.end() && it->first <= t;) {
         if (type_of(it->second) == PERF_RECORD_EXIT && it->first > exits) {
-            ++it;  // kept until it is kExitLagNs older than the window's start
+            ++it;  // kept until `exits` passes it (by default kExitLagNs before the window's start)
             continue;
         }
         apply(it->second);
@@ -173,6 +174,17 @@ void SidebandState::emit(std::vector<std::byte>& out) const {
     for (const auto& [pid, p] : procs_) {
         for (const auto& [tid, name] : p.threads) append_comm(out, pid, tid, name);
         for (const auto& m : p.maps) out.insert(out.end(), m.begin(), m.end());
+    }
+}
+
+void SidebandState::emit_gone(std::vector<std::byte>& out, const TaskSet& present) const {
+    for (const auto& [pid, p] : procs_) {
+        const auto first = present.lower_bound({pid, 0});
+        const bool process_there = first != present.end() && first->first == pid;
+        for (const auto& [tid, name] : p.threads)
+            if (!present.count({pid, tid})) append_comm(out, pid, tid, name);
+        if (!process_there)
+            for (const auto& m : p.maps) out.insert(out.end(), m.begin(), m.end());
     }
 }
 

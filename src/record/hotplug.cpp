@@ -1,9 +1,44 @@
 #include "ringcap/hotplug.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <linux/netlink.h>
 #include <ostream>
+#include <sys/socket.h>
 
 namespace ringcap {
+
+CpuUevents CpuUevents::open() {
+    CpuUevents u;
+    u.fd_.reset(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_KOBJECT_UEVENT));
+    if (!u.fd_) return u;
+    sockaddr_nl addr{};
+    addr.nl_family = AF_NETLINK;
+    addr.nl_groups = 1;  // the kernel's broadcast group (udev listens to the same)
+    if (::bind(u.fd_.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) u.fd_.reset();
+    return u;
+}
+
+bool CpuUevents::about_cpu(std::string_view m) {
+    m = m.substr(0, m.find('\0'));
+    const size_t at = m.find('@');
+    if (at == std::string_view::npos) return false;
+    const std::string_view action = m.substr(0, at), path = m.substr(at + 1);
+    constexpr std::string_view kCpu = "/devices/system/cpu/cpu";
+    return (action == "online" || action == "offline" || action == "add" || action == "remove") &&
+           path.substr(0, kCpu.size()) == kCpu && path.size() > kCpu.size() &&
+           path.find_first_not_of("0123456789", kCpu.size()) == std::string_view::npos;
+}
+
+bool CpuUevents::take() {
+    bool cpu = false;
+    char buf[8192];
+    for (;;) {
+        const ssize_t n = ::recv(fd_.get(), buf, sizeof buf, 0);
+        if (n < 0) return cpu || errno == ENOBUFS;  // EAGAIN: all read; ENOBUFS: some were lost
+        cpu |= about_cpu(std::string_view(buf, size_t(n)));
+    }
+}
 
 void HotplugWatch::check(RingSource& source, RecordOutput& output, std::ostream& log,
                          const std::function<bool(size_t)>& replace) {

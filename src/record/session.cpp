@@ -95,7 +95,9 @@ void Session::start_collectors(const RecordPlan& plan, const std::vector<perf_ev
         staging_buffer_bytes_ = plan.staging_buffer_bytes();
         s.config.events = specs_.size();
         s.config.dsos = opts_.build_ids ? &dsos_ : nullptr;
-        s.config.sideband = flight() ? &sideband_inbox_ : nullptr;
+        s.config.sideband = flight() || rotating() ? &sideband_inbox_ : nullptr;
+        // The status line shows each second's figures; a window moves by the second.
+        if (opts_.live_status || flight()) s.config.quiet_tick_seconds = 0;
         // The real-time default gives way, as the nice default does, to a priority ringcap was
         // started with (nice, systemd's Nice=, chrt): the collectors keep that one.
         // So does --collector-nice: a priority chosen for them replaces the default.
@@ -166,6 +168,7 @@ int Session::run(RingSource& source, RecordSummary& sum) {
     specs_ = source.specs();
     event_lost_samples_.assign(specs_.size(), 0);
     hotplug_ = HotplugWatch(source.rings().size());
+    if (source.follows_cpus()) uevents_ = CpuUevents::open();
 
     // 3. The output under a temporary name, its space allocated ahead; 4. the collectors, armed on
     // their threads (-r applies to them), before the file replaces anything.
@@ -359,7 +362,7 @@ void Session::write_start() {
         const auto& c = *collectors_.front();
         static_cast<PipeOutput&>(*output_).set_stream_nice(c.realtime() ? opts_.collector_nice : c.nice());
     }
-    output_->publish(crash_safe_end() - output_->data_offset());
+    publish_output();
     if (!synth_.kernel_scanned) return;  // the source describes no real processes
     if (opts_.verbose)
         log_ << "ringcap: synthesized " << synth_.threads << " threads of " << synth_.processes << " processes, "
@@ -370,12 +373,18 @@ void Session::write_start() {
                 "resolve to symbols\n";
 }
 
-void Session::write_start_records() {
+void Session::write_start_records(bool next_file) {
     std::vector<std::byte> start;
     std::vector<MappedFile> maps;
+    TaskSet present;  // the threads the scan found
     const RecordSink sink = [&](const void* rec, size_t n) {
         perf_event_header h;
         std::memcpy(&h, rec, sizeof h);
+        if (h.type == PERF_RECORD_COMM) {
+            CommBody b;
+            std::memcpy(&b, static_cast<const char*>(rec) + field::kBody, sizeof b);
+            present.emplace(b.pid, b.tid);
+        }
         if (opts_.build_ids && h.type == PERF_RECORD_MMAP2 && !(h.misc & PERF_RECORD_MISC_MMAP_DATA)) {
             Mmap2Body b;
             std::memcpy(&b, static_cast<const char*>(rec) + field::kBody, sizeof b);
@@ -388,6 +397,7 @@ void Session::write_start_records() {
     source_->synthesize(sink, synth_);
     bpf_seen_.merge(read_bpf_info());  // as perf synthesizes the programs loaded at the start
     dsos_.add_mappings(maps);
+    if (rotating()) carry_tasks(start, present, next_file);
     const perf_event_header init{kRecordFinishedInit, 0, sizeof(perf_event_header)};  // as perf: the start is complete
     sink(&init, sizeof init);
     if (flight()) {

@@ -5,6 +5,7 @@
 // session_end.cpp the stop and the finish.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -48,8 +49,8 @@ private:
     void print_setup(const RecordPlan& plan, size_t ring_pages) const;
     void write_start();
     // The records of what runs now (COMM/MMAP2/FORK, the kernel's maps, FINISHED_INIT), written to
-    // the current file: at the start, and at the start of every rotated file.
-    void write_start_records();
+    // the current file: at the start, and at the start of every rotated file (`next_file`).
+    void write_start_records(bool next_file = false);
     void write_own(std::vector<std::byte>& bytes, bool pad);
     // Reserves `len` bytes of the data section and writes them there (synchronously, on this thread):
     // the end offset, or 0 after a failure (write_error_ set).
@@ -91,7 +92,13 @@ private:
     void begin_switch();     // the next file, and the round at which the collectors move to it
     void rotate();           // every collector moved: the next file is the current one
     void rotation_step();    // finishes the previous file once its writes all completed
+    // The tasks of the switch that the next file's /proc scan no longer found (`present`: the ones
+    // it found), from sideband_; at the first file's start, its start records seed sideband_.
+    void carry_tasks(std::vector<std::byte>& start, const TaskSet& present, bool next_file);
+    void fold_tasks();       // at each round marker: sideband_ kept to what it must hold
     void finish_previous();
+    // Publishes the current file, saying what it moved aside (OutputFile::take_notes).
+    void publish_output();
     // Names a finished file as perf does (<out>.<YYYYmmddHHMMSScc>), keeps --switch-max-files.
     void name_finished(OutputFile& file, uint64_t data_size, std::optional<uint64_t> samples, const std::string& note = "");
     // --max-size: what must fit after the data (features, ids, LOST_SAMPLES, round markers).
@@ -149,7 +156,9 @@ private:
     UniqueFd done_fd_;                     // collectors that end on their own say so here
     DsoRegistry dsos_;  // BUILD_ID: the mappings and sample pages the collectors hand over (outlives them)
     std::vector<std::unique_ptr<CollectorThread>> collectors_;
-    uint64_t cache_copied_ = 0;    // bytes copied into the build-id cache by this record
+    // Bytes this record's copies take in the build-id cache, shared with its passes' workers (one
+    // given up on may still be finishing a chunk): against --buildid-cache-max for all files together.
+    std::shared_ptr<std::atomic<uint64_t>> cache_copied_ = std::make_shared<std::atomic<uint64_t>>(0);
     SynthesisStats synth_;
     BpfInfo bpf_seen_;  // every BPF program loaded at a file's start or end so far (BPF_PROG_INFO)
     std::vector<uint64_t> event_lost_samples_;
@@ -163,6 +172,7 @@ private:
     double seconds_ = -1;  // capture time, set at stop; until then snapshot() measures
     std::string stop_reason_;
     HotplugWatch hotplug_;
+    CpuUevents uevents_;  // system-wide: hotplug as it happens (none: checked every second)
     // -z: the anchors written (data end, block end), oldest first; the first one is on disk.
     std::deque<std::pair<uint64_t, uint64_t>> anchors_;
     size_t staging_buffer_bytes_ = 0;
@@ -178,10 +188,14 @@ private:
     Clock::time_point file_started_{};
     std::vector<uint64_t> samples_at_switch_;  // per collector, its sample count at the last switch
     std::vector<std::string> files_;           // finished files still on disk, oldest first
+    // With rotation, the collectors' newest sample time: at the last marker (sideband_ is folded up to
+    // it at the next one), and when the switch was asked for.
+    uint64_t tasks_time_ = 0, switch_time_ = 0;
 
     // --flight-recorder: where the window may start (after each round marker: its file offset, when,
     // and the newest record time the collectors had reported by then), the oldest first; the state of
-    // tasks and mappings as of the window's start; the start records that are neither; the dumps.
+    // tasks and mappings as of the window's start (with --switch-output, as of the last marker, and the
+    // records since); the start records that are neither; the dumps.
     struct WindowMark {
         uint64_t offset;
         Clock::time_point at;

@@ -28,7 +28,8 @@ MainWake Session::wake_plan(Clock::time_point now, Clock::time_point last_hotplu
     w.quiet_spacing = quiet_spacing();
     w.duration_end = deadline_;
     if (opts_.live_status) w.status_due = last_status_ + kStatusEvery;
-    if (source_->follows_cpus()) w.hotplug_due = last_hotplug + MainWake::kHotplugLatest;
+    if (source_->follows_cpus())
+        w.hotplug_due = last_hotplug + (uevents_.fd() >= 0 ? MainWake::kHotplugUevents : MainWake::kHotplugLatest);
     if (opts_.switch_output.mode == SwitchOutput::Mode::Time)
         w.switch_due = file_started_ + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(opts_.switch_output.seconds));
@@ -49,7 +50,8 @@ void Session::wait_for_stop() {
     auto last_hotplug = Clock::now();
     bool watch_command = command_ != nullptr;
     for (;;) {
-        pollfd fds[4] = {{signals_.fd(), POLLIN, 0}, {done_fd_.get(), POLLIN, 0}, {-1, POLLIN, 0}, {control_.fd(), POLLIN, 0}};
+        pollfd fds[5] = {{signals_.fd(), POLLIN, 0}, {done_fd_.get(), POLLIN, 0},   {-1, POLLIN, 0},
+                         {control_.fd(), POLLIN, 0}, {uevents_.fd(), POLLIN, 0}};
         if (watch_command) fds[2].fd = command_->pidfd();
         const MainWake w = wake_plan(Clock::now(), last_hotplug);
         // No round pending and less data than calls for one at the usual spacing: the reservation
@@ -58,7 +60,7 @@ void Session::wait_for_stop() {
         // kQuietBytes. Unless it came in between.
         const bool idle = w.new_bytes < MainWake::kQuietBytes && !w.round_pending;
         const uint64_t target = round_data_ + (w.new_bytes == 0 ? 1 : MainWake::kQuietBytes);
-        if (!idle || space_->notify_growth(done_fd_.get(), target)) ::poll(fds, 4, w.timeout_ms());
+        if (!idle || space_->notify_growth(done_fd_.get(), target)) ::poll(fds, 5, w.timeout_ms());
         if (idle) space_->cancel_growth_notice();  // awake now: our own writes need not wake us
         if (fds[0].revents) {
             const std::string sig = signals_.take();
@@ -72,6 +74,7 @@ void Session::wait_for_stop() {
             else switch_wanted_ = opts_.switch_output.mode == SwitchOutput::Mode::Signal;
         }
         if (fds[3].revents && !serve_control()) return;  // a control command: stop
+        if (fds[4].revents && uevents_.take()) last_hotplug = Clock::time_point{};  // a CPU changed: look now
         if (watch_command && fds[2].revents) {
             // Per task, the record ends when every ring hung up (the command and all its children
             // exited); system-wide it ends with the command.
@@ -116,6 +119,7 @@ void Session::wait_for_stop() {
             stop_reason_ = "--max-size " + human_bytes(opts_.max_size) + " reached";
             return;
         }
+        const uint64_t rounds_before = rounds_, pending_before = round_;
         try {
             round();
             rotation_step();
@@ -130,7 +134,11 @@ void Session::wait_for_stop() {
             return;
         }
         // While the collectors move to the next file, what they owe is in two files: no refresh.
-        if (!next_output_) output_->refresh_header(header_target());
+        // Nor when a round was just asked for: its acknowledgements bring what the collectors
+        // flush for it within milliseconds, and the refresh after them covers both (at idle, one
+        // fdatasync and header write per round instead of two).
+        const bool round_asked = rounds_ == rounds_before && round_ != 0 && round_ != pending_before;
+        if (!next_output_ && !round_asked) output_->refresh_header(header_target());
         if (opts_.live_status && Clock::now() - last_status_ >= kStatusEvery) print_status();
         // (Not while a switch is under way: the ids of reopened events go to the current file.)
         if (source_->follows_cpus() && !next_output_ && Clock::now() - last_hotplug >= MainWake::kHotplugEvery) {
@@ -217,6 +225,8 @@ void Session::round() {
         if (flight()) {
             window_marker(end);
             dump_wanted();
+        } else if (rotating()) {
+            fold_tasks();
         }
         // Only data beyond the marker calls for another round: the marker itself is not new data
         // (else an idle capture would write a marker every round spacing, forever).

@@ -5,11 +5,13 @@
 // round (after a complete pass, everything it drained queued for the current file), moves to the
 // next file; its writes in flight end in the previous one. Nothing is read twice or left out, and no
 // collector waits: the session creates, fills and finishes files on its own thread. Once every
-// collector moved, the next file gets the records of what runs now (so each file stands alone) and
-// becomes the current one; once the previous file's writes all completed, it is finished (features,
-// header) and named <out>.<YYYYmmddHHMMSScc>, as perf names it.
+// collector moved, the next file gets the records of what runs now and of the switch's tasks that
+// exited since (so each file stands alone) and becomes the current one; once the previous file's
+// writes all completed, it is finished (features, header) and named <out>.<YYYYmmddHHMMSScc>, as
+// perf names it.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <iomanip>
 #include <sys/stat.h>
@@ -22,6 +24,9 @@
 namespace ringcap {
 
 namespace {
+
+// carry_tasks: how long before the switch an exit must be for its task to be left out (ns).
+constexpr uint64_t kSwitchExitMargin = 100'000'000;
 
 // <out>.<YYYYmmddHHMMSScc>, local time, as perf record --switch-output names its files: the stamp
 // to start from (the name is taken by OutputFile::rename_to, which never replaces a file).
@@ -103,6 +108,10 @@ void Session::begin_switch() {
     next_space_ = make_space(*next);
     next_output_ = std::move(next);
     switch_round_ = rounds_ + 1;
+    // A sample older than this was written before the collectors mark their rings for the switch
+    // round, so it goes to the current file (carry_tasks; as of their last passes, maybe a tick ago).
+    switch_time_ = 0;
+    for (const auto& c : collectors_) switch_time_ = std::max(switch_time_, c->last_time());
     for (auto& c : collectors_) c->request_switch(switch_round_, &next_output_->file(), next_space_.get());
     round_ = switch_round_;
     round_data_ = space_->end();
@@ -118,12 +127,55 @@ void Session::rotate() {
     switch_round_ = 0;
     anchors_.clear();  // offsets of the previous file
     marker_span_ = {};
-    // Each file stands alone: the records of every live thread, map and the kernel again. Their
-    // time is 0, so perf orders them first although samples precede them in the file (no round
-    // marker is written before them).
-    write_start_records();
+    // Each file stands alone: the records of every live thread, map and the kernel again, and of the
+    // tasks that ran at the switch but exited since (carry_tasks). Their time is 0, so perf orders
+    // them first although samples precede them in the file (no round marker is written before them).
+    write_start_records(/*next_file=*/true);
     round_data_ = space_->end();
     file_started_ = Clock::now();
+}
+
+void Session::carry_tasks(std::vector<std::byte>& start, const TaskSet& present, bool next_file) {
+    // The /proc scan runs once every collector moved, and each moved at its own point of its
+    // stream: a task whose COMM/FORK went to the previous file may have samples after the switch in
+    // this one and exit before the scan (a short-lived process; at the end, ringcap's collector
+    // threads; always, with a command's per-task events, which the scan leaves to their own
+    // records). The records of tasks and mappings the collectors copied (every one before its switch
+    // handed over with its acknowledgement, or its drain) name them, as the flight recorder's state
+    // does a dump's. Only those that may have samples here: a ring's samples come in time order, so
+    // the ones after the switch are no older than its last one before (and than switch_time_); a
+    // task that exited before the oldest of those, by a margin (cross-CPU clock skew, records
+    // committed late), has none here.
+    if (!next_file) {
+        for (size_t at = 0; start.size() - at >= sizeof(perf_event_header);) {
+            perf_event_header h;
+            std::memcpy(&h, start.data() + at, sizeof h);
+            if (h.size < sizeof h || h.size > start.size() - at) break;
+            sideband_.add(start.data() + at, h.size);  // those that describe tasks and mappings
+            at += h.size;
+        }
+        sideband_.fold(0);  // their time is 0: the state at the start
+        return;
+    }
+    uint64_t after = UINT64_MAX;
+    for (const auto& c : collectors_) {
+        const auto sp = c->switch_point();
+        if (sp.round != switched_round_) continue;  // it emptied its rings before: nothing of it here
+        for (const auto& r : sp.counters.rings) after = std::min(after, std::max(r.ring.last_time, switch_time_));
+    }
+    if (after == UINT64_MAX) after = switch_time_;
+    take_sideband();
+    sideband_.fold(sideband_.newest(), after > kSwitchExitMargin ? after - kSwitchExitMargin : 0);
+    sideband_.emit_gone(start, present);
+}
+
+void Session::fold_tasks() {
+    // Folded up to the newest time reported at the marker before (everything up to there was drained
+    // and handed over by this one's acknowledgements), so that the records kept stay a round's.
+    take_sideband();
+    sideband_.fold(tasks_time_);
+    tasks_time_ = 0;
+    for (const auto& c : collectors_) tasks_time_ = std::max(tasks_time_, c->last_time());
 }
 
 void Session::rotation_step() {
@@ -181,7 +233,15 @@ void Session::finish_previous() {
     prev_output_.reset();
     prev_space_.reset();
     // Its name is free: the current file takes it.
+    publish_output();
+}
+
+void Session::publish_output() {
     output_->publish(crash_safe_end() - output_->data_offset());
+    for (const auto& note : output_->file().take_notes()) {
+        clear_status();
+        log_ << "ringcap: warning: " << note << "\n";
+    }
 }
 
 void Session::name_finished(OutputFile& file, uint64_t data_size, std::optional<uint64_t> samples, const std::string& note) {

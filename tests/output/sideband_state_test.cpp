@@ -1,4 +1,5 @@
-// The flight recorder's state of tasks and mappings (sideband_state.hpp), on hand-made records.
+// The flight recorder's state of tasks and mappings (sideband_state.hpp), on hand-made records; and
+// what a rotated file takes from it for the tasks its /proc scan no longer found.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -62,9 +63,7 @@ struct Seen {
     std::map<std::pair<uint32_t, uint32_t>, std::string> threads;
     std::map<uint32_t, std::vector<std::string>> maps;
 };
-Seen seen(const SidebandState& s) {
-    std::vector<std::byte> out;
-    s.emit(out);
+Seen parse(const std::vector<std::byte>& out) {
     Seen v;
     for (size_t at = 0; at < out.size();) {
         perf_event_header h;
@@ -84,6 +83,11 @@ Seen seen(const SidebandState& s) {
         at += h.size;
     }
     return v;
+}
+Seen seen(const SidebandState& s) {
+    std::vector<std::byte> out;
+    s.emit(out);
+    return parse(out);
 }
 
 }  // namespace
@@ -148,4 +152,55 @@ TEST_CASE("sideband state: other records and short ones are ignored", "[sideband
     CHECK(s.pending() == 0);
     CHECK(SidebandState::wanted(PERF_RECORD_MMAP2));
     CHECK_FALSE(SidebandState::wanted(PERF_RECORD_SAMPLE));
+}
+
+TEST_CASE("sideband state: at a rotation, the next file gets the tasks of the switch its /proc scan no longer found",
+          "[sideband][rotation]") {
+    // Before the switch (at t): a long-lived process with two threads, a short-lived child (its FORK
+    // and COMM in the previous file), a process that exited long before, and the kernel.
+    SidebandState s;
+    add(s, comm(10, 10, "daemon", 0));
+    add(s, mmap2(10, 0x1000, 0x1000, "/usr/bin/daemon", 0));
+    add(s, fork_exit(PERF_RECORD_FORK, 10, 10, 11, 10, 0));
+    Mmap2Body k{};
+    k.pid = k.tid = UINT32_MAX;  // the kernel's map
+    k.addr = 0xffffffff81000000;
+    k.len = 0x1000000;
+    add(s, record(PERF_RECORD_MMAP2, PERF_RECORD_MISC_KERNEL, &k, sizeof k, "[kernel.kallsyms]_text", 0));
+    s.fold(0);
+    const uint64_t t = 10'000'000'000;
+    add(s, fork_exit(PERF_RECORD_FORK, 30, 1, 30, 1, 100));
+    add(s, fork_exit(PERF_RECORD_EXIT, 30, 1, 30, 1, 200));
+    add(s, fork_exit(PERF_RECORD_FORK, 20, 10, 20, 10, t - 1000));
+    add(s, comm(20, 20, "worker", t - 900, true));
+    add(s, mmap2(20, 0x2000, 0x1000, "/usr/bin/worker", t - 800));
+    // It and thread 11 exit after the switch, before the next file's scan: their samples from after
+    // the switch are in that file, and so are their EXITs (which the collectors hand over too).
+    add(s, fork_exit(PERF_RECORD_EXIT, 20, 10, 20, 10, t + 500'000));
+    add(s, fork_exit(PERF_RECORD_EXIT, 10, 10, 11, 10, t + 600'000));
+    // Everything handed over, the exits before the switch only.
+    s.fold(s.newest(), t);
+    CHECK(s.pending() == 2);
+    CHECK(s.processes() == 2);  // 30 is gone
+    // The scan found process 10's main thread only.
+    std::vector<std::byte> out;
+    s.emit_gone(out, TaskSet{{10, 10}});
+    const Seen v = parse(out);
+    using Threads = std::map<std::pair<uint32_t, uint32_t>, std::string>;
+    CHECK(v.threads == Threads{{{10, 11}, "daemon"}, {{20, 20}, "worker"}});
+    // The mappings of the process the scan did not find; the others' and the kernel's are the scan's.
+    CHECK(v.maps == std::map<uint32_t, std::vector<std::string>>{{20, {"/usr/bin/worker"}}});
+    // A scan that found everything adds nothing.
+    out.clear();
+    s.emit_gone(out, TaskSet{{10, 10}, {10, 11}, {20, 20}});
+    CHECK(out.empty());
+    // At the next switch the exits are before it: nothing is carried any more.
+    const uint64_t t2 = t + 1'000'000'000;
+    add(s, comm(10, 10, "daemon", t2 - 100));
+    s.fold(s.newest(), t2);
+    out.clear();
+    s.emit_gone(out, TaskSet{{10, 10}});
+    CHECK(out.empty());
+    CHECK(s.pending() == 0);
+    CHECK(s.processes() == 1);
 }

@@ -107,6 +107,34 @@ TEST_CASE("switch-output by time under busy CPUs: each file stands alone, its du
     CHECK(j.output == std::to_string(files.size()) + " " + std::to_string(samples) + "\n");
 }
 
+TEST_CASE("switch-output of a command's own events: every file names it and its child, and maps them", "[rotation]") {
+    const std::string perf = require_kernel_and_perf();
+    // Per task, no /proc scan describes the command: its exec's COMM and MMAP2 (and its child's
+    // FORK) are in the first file only. The later files get them from what the collectors copied.
+    TempDir dir("rot");
+    const std::string out = dir.path + "/perf.data";
+    std::vector<std::string> args = {"record", "-F", "1000", "--switch-output=1s", "--duration", "2.5", "-o", out};
+    args.insert(args.end(), kBusy.begin(), kBusy.end());
+    const Running r = spawn(args, dir.path + "/log");
+    const int rc = wait_exit(r);
+    INFO(read_file(r.log));
+    REQUIRE(rc == 0);
+    const auto files = rotated(dir.path, "perf.data");
+    REQUIRE(files.size() >= 2);
+    for (const auto& f : files) {
+        INFO(f);
+        const PerfStats st = perf_report_stats(perf, f);
+        CHECK(st.count("COMM") > 0);
+        CHECK(st.count("MMAP2") > 0);
+        CHECK(unnamed_samples(perf, f) == "");
+        CHECK(perf_script_complaints(perf, f) == "");
+        // Its samples resolve to the shell's files (its mappings are there), as in the first file.
+        if (st.count("SAMPLE") == 0) continue;
+        auto in_files = run_command(perf + " script -F ip,dso -i " + f + " 2>/dev/null | grep -c ' (/'");
+        CHECK(std::stoll(in_files.output) > 0);
+    }
+}
+
 TEST_CASE("switch-output on SIGUSR2 with switch-max-files and -z: the newest files are kept, perf reads them",
           "[rotation]") {
     const std::string perf = require_kernel_and_perf();
