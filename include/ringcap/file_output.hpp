@@ -6,10 +6,12 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <set>
 #include <cstdint>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "ringcap/events.hpp"
@@ -55,6 +57,10 @@ public:
     // Returns 0 or the errno.
     int write_block(uint64_t offset, const void* p, size_t len);
 
+    // Tests: replaces fdatasync(2) (called with the buffered fd; 0, or -1 with errno set), which
+    // each header refresh runs before it writes the header and finish() after the final one.
+    void set_sync(std::function<int(int)> sync) { sync_ = std::move(sync); }
+
     // Ids of events opened during the record (a CPU that came back online), for event `event_index`.
     void add_ids(size_t event_index, const std::vector<uint64_t>& ids);
 
@@ -80,6 +86,7 @@ public:
 
 private:
     void write_head(uint64_t data_size);  // header, attrs, ids: synchronously
+    int sync_data() const { return sync_ ? sync_(file_.buffered_fd()) : ::fdatasync(file_.buffered_fd()); }
 
     OutputFile file_;
     std::vector<AttrEntry> attrs_;
@@ -93,6 +100,7 @@ private:
     uint64_t published_size_ = 0;
     uint64_t crash_features_[4] = {0, 0, 0, 0};
     std::chrono::steady_clock::time_point published_at_{};
+    std::function<int(int)> sync_;  // empty: fdatasync
 };
 
 }  // namespace ringcap

@@ -73,7 +73,7 @@ void FileOutput::refresh_header(uint64_t durable) {
     // journal). So the data is synced first; the header itself reaches stable storage with the next
     // sync, and until then the one before it names less. On the main thread only: at 40 kHz dwarf
     // (200 MB/s of O_DIRECT writes) fdatasync took 3 ms median, 20 ms p90, 80 ms at most.
-    if (::fdatasync(file_.buffered_fd()) != 0) return;
+    if (sync_data() != 0) return;
     if (write_block(0, first_page_->bytes, len) != 0) return;  // the final header is written at the end
     published_size_ = durable;
 }
@@ -145,7 +145,7 @@ std::string FileOutput::finish(uint64_t data_size, const HostInfo& host, const s
     const auto head = build_file_head(attrs_, data_offset_, data_size, feats.bitmap, ids_at);
     file_.pwrite_all(head.data(), head.size(), 0);
     // Once ringcap has exited, the file is on stable storage (perf record leaves that to the kernel).
-    if (::fdatasync(file_.buffered_fd()) != 0 && errno != EINVAL)  // EINVAL: a file that cannot be synced
+    if (sync_data() != 0 && errno != EINVAL)  // EINVAL: a file that cannot be synced
         throw Error("cannot write '" + file_.path() + "' to disk: " + errno_text(errno), 1);
     return feature_error;
 }

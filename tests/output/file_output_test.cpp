@@ -1,6 +1,8 @@
-// FileOutput on its own: what it reads back of its data section after a failed write.
+// FileOutput on its own: what it reads back of its data section after a failed write, and the order
+// in which it makes data and header durable.
 #include <catch2/catch.hpp>
 
+#include <cerrno>
 #include <cstring>
 #include <linux/perf_event.h>
 #include <random>
@@ -25,6 +27,13 @@ std::vector<std::byte> random_samples(size_t bytes, size_t n) {
         for (size_t i = sizeof h; i < n; ++i) b[at + i] = std::byte(rng());
     }
     return b;
+}
+
+// The data size of the header on disk now.
+uint64_t header_data_size(const FileOutput& out) {
+    PerfFileHeader h{};
+    REQUIRE(out.file().pread_some(&h, sizeof h, 0) == sizeof h);
+    return h.data.size;
 }
 
 }  // namespace
@@ -68,4 +77,40 @@ TEST_CASE("after a failed write the kept data ends at the last whole record, COM
     const perf_event_header odd{PERF_RECORD_SAMPLE, 0, 13};
     out.file().pwrite_all(&odd, sizeof odd, out.data_offset() + recs.size());
     CHECK(out.last_record_end(0, recs.size() + 64) == recs.size());
+}
+
+TEST_CASE("a header refresh syncs the data before it writes the header, the end syncs after the final header",
+          "[record]") {
+    // Power loss: a header on stable storage must name only data that is there too, so each refresh
+    // syncs first. The seam sees the header on disk at each sync.
+    TempDir dir("file-output-sync");
+    std::vector<AttrEntry> attrs(1);
+    attrs[0].ids = {1};
+    const auto data = random_samples(8192, 64);
+    std::vector<uint64_t> header_at_sync;
+    {
+        FileOutput out(dir.path + "/perf.data", false, attrs);
+        out.set_sync([&](int fd) {
+            header_at_sync.push_back(header_data_size(out));
+            return ::fdatasync(fd);
+        });
+        out.file().pwrite_all(data.data(), data.size(), out.data_offset());
+        out.refresh_header(data.size());  // never published: not held back by the 250 ms interval
+        CHECK(header_at_sync == std::vector<uint64_t>{0});  // synced while the header still said 0
+        CHECK(header_data_size(out) == data.size());
+        CHECK(out.header_covers() == data.size());
+        header_at_sync.clear();
+        CHECK(out.finish(data.size(), HostInfo{}, {}, nullptr).empty());
+        CHECK(header_at_sync == std::vector<uint64_t>{data.size()});  // synced with the final header on disk
+    }
+    // A sync that fails leaves the header as it was: it never names data that may not be on disk.
+    FileOutput out(dir.path + "/perf2.data", false, attrs);
+    out.set_sync([](int) {
+        errno = EIO;
+        return -1;
+    });
+    out.file().pwrite_all(data.data(), data.size(), out.data_offset());
+    out.refresh_header(data.size());
+    CHECK(header_data_size(out) == 0);
+    CHECK(out.header_covers() == 0);
 }

@@ -12,6 +12,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <regex>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -47,6 +48,23 @@ void kill_once_data_is_published(const std::vector<std::string>& args, const std
     }));
     kill(r.pid, SIGKILL);
     CHECK(wait_exit(r) == 128 + SIGKILL);
+}
+
+// Which of a record's files at `path` are still locked: the file, its .old, its starting markers.
+std::vector<std::string> held_locks(const std::string& path) {
+    const size_t slash = path.rfind('/');
+    const std::string dir = path.substr(0, slash), name = path.substr(slash + 1);
+    std::vector<std::string> names = {name, name + ".old"};
+    for (const auto& e : dir_entries(dir))
+        if (e.rfind("." + name + ".ringcap-starting-", 0) == 0) names.push_back(e);
+    std::vector<std::string> held;
+    for (const auto& n : names) {
+        const int fd = open((dir + "/" + n).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) continue;
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) held.push_back(n);
+        close(fd);
+    }
+    return held;
 }
 
 }  // namespace
@@ -272,7 +290,15 @@ TEST_CASE("kill -9 at any moment: the old file is intact, or the new one reads f
         timespec ts{0, long(delay_us) * 1000};
         nanosleep(&ts, nullptr);
         kill(r.pid, SIGKILL);
-        wait_exit(r);
+        // Killed, not ended on its own (a start refused because the file is locked exits 2)...
+        REQUIRE(wait_exit(r) == 128 + SIGKILL);
+        const std::string text = read_file(log.path);
+        INFO(text);
+        CHECK(text.find("is still locked after") == std::string::npos);
+        CHECK(text.find("another ringcap") == std::string::npos);
+        // ...and, once reaped, it holds no lock the next start would wait for (its io_uring, which
+        // the kernel tears down later, must not keep one).
+        REQUIRE(held_locks(f.path).empty());
         if (read_file(f.path) == "previous capture") {
             struct stat st{};
             CHECK(stat((f.path + ".old").c_str(), &st) != 0);  // not moved away for nothing

@@ -1,4 +1,4 @@
-// Writer faults beyond the plain ones of writer_test.cpp: results io_uring gives that pwrite never
+// Writer faults beyond the plain ones of writer_error_test.cpp: results io_uring gives that pwrite never
 // does. Injected through Writer::set_fault on top of the kernel's real result, as there.
 #include <catch2/catch.hpp>
 

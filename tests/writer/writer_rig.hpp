@@ -1,5 +1,6 @@
 // The writer tests' rig: a temp file, a loop, a pool and a Writer, and the pattern stream they fill
-// and check it with (writer_test.cpp, writer_fault_test.cpp).
+// and check it with (writer_test.cpp, writer_error_test.cpp, writer_fault_test.cpp,
+// writer_space_test.cpp, output_file_test.cpp).
 #pragma once
 
 #include <catch2/catch.hpp>
