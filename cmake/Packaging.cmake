@@ -5,8 +5,8 @@
 #   bin/ringcap
 #   share/man/man1/ringcap.1.gz, ringcap-record.1.gz  (built from docs/man/*.adoc by asciidoctor)
 #   share/bash-completion/completions/ringcap  (where bash-completion loads it from, on first use)
-#   share/doc/ringcap/README.md, docs/*.md, copyright (LICENSE in Debian's machine-readable format),
-#       changelog.gz
+#   share/doc/ringcap/README.md, docs/*.md (their links to what is not installed beside them point
+#       to what is), copyright (LICENSE in Debian's machine-readable format), changelog.gz
 #   lib/systemd/system/ringcap-capture.{service,timer}  (with prefix /usr: /usr/lib/systemd/system,
 #       which systemd reads; nothing enables them: the package has no maintainer scripts)
 #   share/ringcap/k8s/*.yaml, share/ringcap/slurm/{prolog,epilog}.sh  (recipes to copy and adapt)
@@ -47,7 +47,6 @@ add_custom_command(OUTPUT ${PROJECT_BINARY_DIR}/changelog.gz
   COMMAND gzip -9nf ${PROJECT_BINARY_DIR}/changelog
   DEPENDS ${PROJECT_SOURCE_DIR}/packaging/changelog VERBATIM)
 list(APPEND _generated ${PROJECT_BINARY_DIR}/changelog.gz)
-add_custom_target(ringcap_docs ALL DEPENDS ${_generated})
 
 # The copyright file in Debian's machine-readable format, made from LICENSE (the MIT licence, which
 # Debian calls Expat) whenever LICENSE changes: its notice's holder, and its terms indented, with
@@ -72,9 +71,25 @@ License: Expat
 @RINGCAP_LICENSE_TERMS@
 " @ONLY)
 
-install(FILES README.md ${PROJECT_BINARY_DIR}/copyright ${PROJECT_BINARY_DIR}/changelog.gz
+# The README and the guides as installed: their links to the man pages' sources and to LICENSE,
+# which are not installed beside them, name the man pages and copyright (cmake/InstalledDocs.cmake).
+file(GLOB _guides CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)
+set(_installed_docs ${PROJECT_BINARY_DIR}/doc/README.md)
+foreach(md ${_guides})
+  get_filename_component(_name ${md} NAME)
+  list(APPEND _installed_docs ${PROJECT_BINARY_DIR}/doc/docs/${_name})
+endforeach()
+add_custom_command(OUTPUT ${_installed_docs}
+  COMMAND ${CMAKE_COMMAND} -DSOURCE=${PROJECT_SOURCE_DIR} -DOUT=${PROJECT_BINARY_DIR}/doc
+          -P ${PROJECT_SOURCE_DIR}/cmake/InstalledDocs.cmake
+  DEPENDS ${PROJECT_SOURCE_DIR}/README.md ${_guides} ${PROJECT_SOURCE_DIR}/cmake/InstalledDocs.cmake
+  COMMENT "README and guides as installed" VERBATIM)
+list(APPEND _generated ${_installed_docs})
+list(REMOVE_AT _installed_docs 0)  # the guides, under docs/
+install(FILES ${PROJECT_BINARY_DIR}/doc/README.md ${PROJECT_BINARY_DIR}/copyright ${PROJECT_BINARY_DIR}/changelog.gz
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
-install(DIRECTORY docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs FILES_MATCHING PATTERN "*.md" PATTERN man EXCLUDE)
+install(FILES ${_installed_docs} DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs)
+add_custom_target(ringcap_docs ALL DEPENDS ${_generated})
 install(FILES completion/ringcap.bash DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
         RENAME ringcap)
 install(FILES deploy/systemd/ringcap-capture.service deploy/systemd/ringcap-capture.timer

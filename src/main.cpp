@@ -17,13 +17,30 @@ const char* const kUsage =
     "       ringcap --version\n"
     "Captures perf_event samples through io_uring into a perf.data file that perf report reads.\n"
     "Run 'ringcap record --help' for the options.\n";
+// --help: the commands and options of ringcap(1), in --help's layout (tests/docs/man_check.sh
+// compares the two).
+const char* const kHelp =
+    "usage: ringcap record [options] [-- COMMAND [ARGS...]]\n"
+    "       ringcap --version\n"
+    "       ringcap --help\n"
+    "Captures perf_event samples through io_uring into a perf.data file that perf report reads.\n"
+    "Commands:\n"
+    "  record         record samples into a file ('ringcap record --help' lists its options)\n"
+    "Options:\n"
+    "  -h, --help     print this help and exit\n"
+    "      --version  print the version and exit\n"
+    "See ringcap(1) and ringcap-record(1).\n";
 }
 
 int main(int argc, char** argv) {
     std::vector<std::string> args(argv, argv + argc);
-    if (args.size() < 2 || args[1] == "-h" || args[1] == "--help") {
+    if (args.size() < 2) {
         std::cerr << kUsage;
-        return args.size() < 2 ? 2 : 0;
+        return 2;
+    }
+    if (args[1] == "-h" || args[1] == "--help") {
+        std::cout << kHelp;  // asked for: standard output, as record --help
+        return 0;
     }
     if (args[1] == "--version") {
         std::cout << "ringcap 0.1.0 (mimalloc " << mi_version() << ")\n";

@@ -45,6 +45,7 @@ check "copyright: Debian's machine-readable format, MIT (Expat)" \
   'head -1 "$doc/copyright" | grep -q "^Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/" && grep -qx "License: Expat" "$doc/copyright"'
 check "changelog.gz: its newest entry is version $version" \
   '[ "$(zcat "$doc/changelog.gz" | dpkg-parsechangelog -l- -S Version)" = "$version" ]'
+check "the README's and the guides' links name files the package installs" '"$(dirname "$0")/../docs/doc_links.sh" "$doc"'
 check "no maintainer scripts (nothing enabled on install)" '! ls "$ctl" | grep -Eq "^(preinst|postinst|prerm|postrm)$"'
 [ "$fail" -eq 0 ] && echo "OK"
 exit "$fail"
