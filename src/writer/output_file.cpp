@@ -308,9 +308,20 @@ void OutputFile::move_aside(const struct stat& st) {
         err = dir_.rename(name_, aside, RENAME_NOREPLACE);
         if (err == EINVAL) err = dir_.rename(name_, aside);  // a filesystem without RENAME_NOREPLACE
         if (err == 0) {
-            notes_.push_back("'" + dir_.path_of(old) + "' (" + (old_known ? whose(os) : std::string("?")) +
-                             ") cannot take " + whose(st) + " at '" + path_ + "': moved it to '" +
-                             dir_.path_of(aside) + "' instead");
+            // Appended piece by piece: GCC 12 -O2 with _FORTIFY_SOURCE warns, wrongly, -Wrestrict on
+            // "'" + std::string&& here (an error in the packager's Release build).
+            std::string note = "'";
+            note += dir_.path_of(old);
+            note += "' (";
+            note += old_known ? whose(os) : std::string("?");
+            note += ") cannot take ";
+            note += whose(st);
+            note += " at '";
+            note += path_;
+            note += "': moved it to '";
+            note += dir_.path_of(aside);
+            note += "' instead";
+            notes_.push_back(std::move(note));
             return;
         }
     }
