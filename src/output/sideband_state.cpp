@@ -41,6 +41,13 @@ Range range_of(const std::vector<std::byte>& rec) {
     return {b.pid, b.addr, b.addr + b.len};
 }
 
+// Names {pid, tid} as the task of a MMAP or MMAP2 record, in its body and in its sample_id.
+void set_task(std::vector<std::byte>& rec, uint32_t pid, uint32_t tid) {
+    const uint32_t task[2] = {pid, tid};
+    std::memcpy(rec.data() + field::kBody, task, sizeof task);  // MmapBody and Mmap2Body start {pid, tid}
+    std::memcpy(rec.data() + rec.size() - kSampleId, task, sizeof task);
+}
+
 std::string comm_of(const std::vector<std::byte>& rec) {
     const size_t at = field::kBody + sizeof(CommBody);
     const size_t end = rec.size() >= at + kSampleId ? rec.size() - kSampleId : rec.size();
@@ -119,10 +126,13 @@ void SidebandState::apply(const std::vector<std::byte>& rec) {
                 const auto pt = parent->second.threads.find(b.ptid);
                 name = pt != parent->second.threads.end() ? pt->second
                        : parent->second.threads.empty() ? std::string() : parent->second.threads.begin()->second;
-                // A new process starts with its parent's mappings (copied before `p` could move them).
+                // A new process starts with its parent's mappings (copied before `p` could move them),
+                // renamed to it: a record naming the parent would map nothing for the child in a file
+                // that starts after the fork (its samples unresolved) and map the parent twice.
                 if (b.pid != b.ppid && p.maps.empty())
                     for (const auto& m : parent->second.maps) {
                         p.maps.push_back(m);
+                        set_task(p.maps.back(), b.pid, b.tid);
                         bytes_ += m.size();
                     }
             }

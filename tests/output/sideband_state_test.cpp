@@ -204,3 +204,35 @@ TEST_CASE("sideband state: at a rotation, the next file gets the tasks of the sw
     CHECK(s.pending() == 0);
     CHECK(s.processes() == 1);
 }
+
+TEST_CASE("sideband state: a forked child that does not exec carries its parent's mappings as its own",
+          "[sideband][rotation]") {
+    SidebandState s;
+    add(s, comm(50, 50, "sh", 0));
+    add(s, mmap2(50, 0x1000, 0x1000, "/usr/bin/dash", 0));
+    add(s, mmap2(50, 0x7000, 0x1000, "/usr/lib/libc.so.6", 1));
+    add(s, fork_exit(PERF_RECORD_FORK, 51, 50, 51, 50, 100));  // a subshell: no exec
+    s.fold(200);
+    // A file that starts after the fork and whose scan found the parent only: the child's mappings
+    // must name the child, in the body and in the sample_id, or its samples resolve to nothing
+    // (and the parent's mappings come twice).
+    std::vector<std::byte> out;
+    s.emit_gone(out, TaskSet{{50, 50}});
+    const Seen v = parse(out);
+    CHECK(v.maps == std::map<uint32_t, std::vector<std::string>>{{51, {"/usr/bin/dash", "/usr/lib/libc.so.6"}}});
+    size_t checked = 0;
+    for (size_t at = 0; at < out.size(); at += reinterpret_cast<const perf_event_header*>(out.data() + at)->size) {
+        perf_event_header h;
+        std::memcpy(&h, out.data() + at, sizeof h);
+        if (h.type != PERF_RECORD_MMAP2) continue;
+        Mmap2Body b;
+        std::memcpy(&b, out.data() + at + sizeof h, sizeof b);
+        uint32_t id[2];
+        std::memcpy(id, out.data() + at + h.size - 32, sizeof id);
+        CHECK((b.pid == 51 && b.tid == 51 && id[0] == 51 && id[1] == 51));
+        ++checked;
+    }
+    CHECK(checked == 2);
+    // The parent's own mappings are untouched.
+    CHECK(seen(s).maps[50] == std::vector<std::string>{"/usr/bin/dash", "/usr/lib/libc.so.6"});
+}

@@ -128,10 +128,15 @@ TEST_CASE("switch-output of a command's own events: every file names it and its 
         CHECK(st.count("MMAP2") > 0);
         CHECK(unnamed_samples(perf, f) == "");
         CHECK(perf_script_complaints(perf, f) == "");
-        // Its samples resolve to the shell's files (its mappings are there), as in the first file.
+        // Its samples resolve to the shell's files (its mappings are there), as in the first file:
+        // the parent's and the forked child's (which never execs: it has its parent's mappings) alike.
         if (st.count("SAMPLE") == 0) continue;
         auto in_files = run_command(perf + " script -F ip,dso -i " + f + " 2>/dev/null | grep -c ' (/'");
         CHECK(std::stoll(in_files.output) > 0);
+        // Any user-space sample left [unknown], with its pid (kernel addresses start ffff).
+        auto unresolved = run_command(perf + " script -F pid,ip,dso -i " + f +
+                                      " 2>/dev/null | awk '$2 !~ /^ffff/ && $3 == \"([unknown])\"' | head -3");
+        CHECK(unresolved.output == "");
     }
 }
 
