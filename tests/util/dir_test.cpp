@@ -99,8 +99,11 @@ TEST_CASE("without /proc/self/fd nothing is opened for reading: refused, not ope
     const pid_t child = ::fork();
     REQUIRE(child >= 0);
     if (child == 0) {
-        // /proc gone in a mount namespace of the child's own.
-        if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        // /proc gone in a mount namespace of the child's own, made private first so that the unmount
+        // does not propagate back (in a chroot "/" is no mount point: /proc alone is made private).
+        if (::unshare(CLONE_NEWNS) != 0 ||
+            (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 &&
+             ::mount(nullptr, "/proc", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ||
             ::umount2("/proc", MNT_DETACH) != 0)
             _exit(77);
         const Dir d = Dir::open(t.path);
