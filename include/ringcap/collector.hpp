@@ -4,6 +4,7 @@
 // run on threads of their own (collector_thread.hpp); the record session coordinates them.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <iosfwd>
@@ -41,9 +42,9 @@ struct CollectorConfig {
     bool nice_required = false;      // a refused nice is an error (given), else noted (the default)
     double tick_seconds = 1.0;       // idle flush; bounds what a crash loses to about this much
     // While the collector drains less than kQuietTickRate a second, its tick (so its idle flush, and
-    // what a crash loses) stretches to this: an idle capture wakes its threads and the disk every
-    // few seconds, not every second. 0: never (the live status line and a flight recorder's window
-    // want their second).
+    // what a crash loses) stretches to this, and the session's rounds do its work (round_requested):
+    // an idle capture wakes its threads and the disk every few seconds, not every second. 0: never
+    // (the live status line and a flight recorder's window want their second).
     double quiet_tick_seconds = 5.0;
     int compression_level = 0;       // -z: zstd level of the encoder stage (0 = off: no encoder, no copy)
     // Per event index, the user-stack dump size its samples end with (RingReader::set_stacks: each
@@ -63,6 +64,9 @@ struct CollectorConfig {
 
 // Below this drain rate (bytes a second, all of a collector's rings) the tick is the quiet one.
 inline constexpr uint64_t kQuietTickRate = 64u << 10;
+// On the quiet tick, a round does the tick's work and moves the next tick this far: past the next
+// round, which the session sends at most MainWake::kQuietLongest later (a backstop, should none come).
+inline constexpr double kRoundTickBackstop = 40.0;
 
 // The next tick's period, from the last period and what the collector drained in it: `quiet` while
 // that was less than kQuietTickRate a second, else `base` (quiet 0 or below base: always base).
@@ -185,6 +189,10 @@ public:
     // once every ring was drained past its mark, in one pass or over several when staging is short.
     void mark_heads();
     bool drained_past_marks() const;
+    // A round was requested. On the quiet tick, one that comes about when the tick would does the
+    // tick's work (the round flushes anyway) and moves the tick a period past the next round: an
+    // idle collector wakes for the rounds only, which the session sends every quiet period.
+    void round_requested();
     // Hands what the rings showed of mappings and sample addresses to the DsoRegistry.
     void hand_over_dsos();
     // --flight-recorder: hands the records of tasks and mappings copied so far to the inbox.
@@ -238,6 +246,7 @@ private:
     double tick_seconds_, quiet_tick_seconds_;
     double tick_period_;          // the tick's period now (tick_seconds_ or quiet_tick_seconds_)
     uint64_t drained_at_tick_ = 0;  // drained_bytes() at the last tick
+    std::chrono::steady_clock::time_point last_tick_at_ = std::chrono::steady_clock::now();
     std::vector<EventCounters> events_;  // before rings_: the readers point into it
     std::vector<uint32_t> stack_dumps_;  // likewise
     std::optional<PressureGrader> grader_;

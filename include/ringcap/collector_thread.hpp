@@ -53,7 +53,10 @@ public:
 
     // Round k: the collector acknowledges it after a complete pass that began after the request,
     // with everything that pass drained queued for writing (at offsets reserved before the ack).
-    void request_round(uint64_t k);
+    // With `written` the acknowledgement also waits until what the collector queued for the round
+    // is on disk (an idle capture's round: the header refresh after it then covers the round whole,
+    // one refresh per round instead of a second one for the writes still in flight).
+    void request_round(uint64_t k, bool written = false);
     uint64_t round_done() const { return round_done_.load(std::memory_order_acquire); }
     // The newest sample time its rings showed, as of its last pass (the flight recorder's clock).
     uint64_t last_time() const { return last_time_.load(std::memory_order_relaxed); }
@@ -142,10 +145,12 @@ private:
     std::atomic<bool> emptied_{false};
     std::atomic<bool> has_commands_{false};
     alignas(64) std::atomic<uint64_t> round_request_{0};
+    std::atomic<uint64_t> round_written_{0};  // the newest request that waits for its writes
     alignas(64) std::atomic<uint64_t> round_done_{0};
     std::atomic<uint64_t> last_time_{0}, first_time_{0};
     uint64_t marked_for_ = 0;    // the request whose ring heads are marked (Collector::mark_heads)
     uint64_t ack_for_ = 0;       // a request whose flush is under way (-z), acknowledged when done
+    uint64_t ack_written_end_ = 0;  // ... and, when it waits for its writes, where they end
     // Rotation: the round to switch at, and where to (under mu_); whether the previous file's writes
     // have all completed (written once per switch, read by the session).
     uint64_t switch_round_ = 0;

@@ -56,6 +56,9 @@ public:
     // A periodic Source::Tick (flushes idle staging, hands over what the session collects). A later
     // call, from the tick's handler, sets the period from the next tick on.
     virtual void set_tick(double seconds) = 0;
+    // The next tick comes `seconds` from now, then the period again (a round that did the tick's
+    // work moves it: an idle collector wakes for the rounds only).
+    virtual void restart_tick(double seconds) = 0;
 
     // Prepares writes to `files` (write() names them by index) from `buffers` (write slot i lies in
     // buffers[i] when i < buffers.size()). io_uring registers both when it can.

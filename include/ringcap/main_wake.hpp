@@ -3,10 +3,10 @@
 // acknowledgement or end, the data section growing: all on fds it polls). Pure, so that each state
 // is tested without a session (tests/record/main_wake_test.cpp).
 //
-// What does wake it, on an idle `-a -F 100` capture: the data growing when a collector sends its
-// partial buffer (every 5 s while little comes: collector.hpp's quiet tick), the round that follows
-// and its acknowledgements, the header refresh after them; a CPU going on- or offline (a uevent).
-// A state whose progress nothing signals (a rotation under way, -o -) polls.
+// What does wake it, on an idle `-a -F 100` capture: the round, every quiet_spacing_for() (30 s:
+// the collectors' quiet tick rides on it, their flush and acknowledgement, then one header
+// refresh); a full staging buffer's write; a CPU going on- or offline (a uevent). A state whose
+// progress nothing signals (a rotation under way, -o -) polls.
 #pragma once
 
 #include <chrono>
@@ -22,11 +22,19 @@ struct MainWake {
     // rounds cost hotspot's parser a 30 MB buffer, 50 ms ones 17 MB for no CPU we could measure;
     // 20 ms cost 15-25 % more collector CPU (a flush and a marker per round).
     static constexpr auto kRoundSpacing = std::chrono::milliseconds(50);
-    // Below kQuietBytes of new data a round waits kQuietSpacing: what a reader holds stays as
-    // small, and an idle capture writes a marker (and wakes for its acknowledgement) every 5 s, not
-    // at each 1 s flush.
+    // Below kQuietBytes of new data a round waits kQuietSpacing (or quiet_spacing_for()): what a
+    // reader holds stays as small, and an idle capture wakes for a round every few seconds, not at
+    // each 1 s flush.
     static constexpr uint64_t kQuietBytes = 1ull << 20;
     static constexpr auto kQuietSpacing = std::chrono::seconds(5);
+    // When the collectors' quiet tick rides on the rounds (their flush is the round's), the rounds
+    // are what a crash loses: about kQuietRisk of data, kQuietSpacing apart at least and
+    // kQuietLongest at most. An idle machine's capture (-a -F 100: 4 KiB a second a CPU) then
+    // wakes its threads and the disk every 30 s, a busier one (-F 99 -g on busy CPUs) every 5 s.
+    static constexpr uint64_t kQuietRisk = 256u << 10;
+    static constexpr auto kQuietLongest = std::chrono::seconds(30);
+    // The spacing for data coming at `bytes_per_second` (measured over the last round; 0: not yet).
+    static Clock::duration quiet_spacing_for(double bytes_per_second);
     // Progress that nothing signals is looked at this often.
     static constexpr auto kPoll = std::chrono::milliseconds(100);
     // CPU hotplug: checked on any wake-up kHotplugEvery after the last check, and at the latest
@@ -35,7 +43,7 @@ struct MainWake {
     static constexpr auto kHotplugLatest = std::chrono::milliseconds(1000);
     // With the kernel's uevents (hotplug.hpp: CpuUevents) a change is an event; the check is only
     // for a namespace that gets none, and rides on the rounds of an idle capture.
-    static constexpr auto kHotplugUevents = kQuietSpacing;
+    static constexpr auto kHotplugUevents = kQuietLongest;
     // The crash-safe header lags the data on disk at most this long (it is refreshed on the wake-ups
     // rounds bring at most every 250 ms, file_output.hpp; this is for the last data before a lull).
     static constexpr auto kHeaderLatest = std::chrono::milliseconds(1000);
@@ -44,6 +52,9 @@ struct MainWake {
     bool round_pending = false;  // requested, not yet acknowledged by every collector (an event will say)
     uint64_t new_bytes = 0;      // what the data grew by since the last round was requested
     Time last_round{};           // when the last round's marker was written
+    // The collectors' quiet tick rides on the rounds: one is due every quiet_spacing even without
+    // new data (their flush for it is what brings the data).
+    bool rounds_tick = false;
     Clock::duration quiet_spacing = kQuietSpacing;  // shorter for a flight recorder's window (its granularity)
     std::optional<Time> duration_end;  // --duration
     std::optional<Time> status_due;    // the live status line

@@ -85,6 +85,9 @@ public:
     // all writers of a file (and the space reserved so far) the data is on disk and ends at a
     // record boundary: a data size perf reads without meeting a partial record.
     uint64_t owed() const;
+    // The end of the last buffer queued to the current file (0: none yet): once owed() is at or
+    // past it, everything queued so far is on disk.
+    uint64_t reserved_end() const { return reserved_end_; }
     // That data size for the only writer of a file.
     uint64_t durable_size() const;
     // For another thread (the record session), with the file's other writers: owed() as published
@@ -134,6 +137,7 @@ private:
     alignas(64) std::atomic<uint64_t> published_owed_{UINT64_MAX};
     std::atomic<uint64_t> published_kept_end_{UINT64_MAX};
     size_t in_flight_ = 0;
+    uint64_t reserved_end_ = 0;
     int error_ = 0;
     uint64_t first_failed_offset_ = UINT64_MAX;
     WriteFault fault_;

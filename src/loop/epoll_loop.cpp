@@ -52,9 +52,17 @@ public:
     void set_tick(double seconds) override {
         if (!tick_) {
             tick_ = watch_timerfd(Source::Tick, seconds, true);
+            tick_period_ = seconds;
             return;
         }
         const itimerspec its = timer_spec(seconds, true);  // from now: the tick just fired
+        timerfd_settime(tick_.get(), 0, &its, nullptr);
+        tick_period_ = seconds;
+    }
+    void restart_tick(double seconds) override {
+        if (!tick_) return;
+        itimerspec its = timer_spec(seconds, false);
+        its.it_interval = timer_spec(tick_period_, true).it_interval;
         timerfd_settime(tick_.get(), 0, &its, nullptr);
     }
 
@@ -133,6 +141,7 @@ private:
         int res;
     };
     UniqueFd ep_, timer_, tick_;
+    double tick_period_ = 0;
     std::vector<epoll_event> events_;
     std::vector<Done> done_, delivering_;
     std::vector<int> files_;

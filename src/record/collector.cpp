@@ -213,10 +213,27 @@ double next_tick_seconds(double base, double quiet, double last_period, uint64_t
     return double(drained) < double(kQuietTickRate) * last_period ? quiet : base;
 }
 
+void Collector::round_requested() {
+    if (quiet_tick_seconds_ <= tick_seconds_ || tick_period_ != quiet_tick_seconds_) return;
+    // Rounds closer together than that (the data elsewhere calls for them) leave the tick alone.
+    const auto now = std::chrono::steady_clock::now();
+    if (std::chrono::duration<double>(now - last_tick_at_).count() < quiet_tick_seconds_ - tick_seconds_) return;
+    retune_tick();
+    hand_over_dsos();
+    hand_over_sideband();
+    control_.on_tick();
+    // Past the next round while quiet; at the base period at once when that ended it.
+    loop_->restart_tick(tick_period_ == quiet_tick_seconds_ ? kRoundTickBackstop : tick_period_);
+}
+
 void Collector::retune_tick() {
     uint64_t drained = 0;
     for (const auto& r : rings_) drained += r.reader.counters().bytes + r.carried.bytes;
-    const double next = next_tick_seconds(tick_seconds_, quiet_tick_seconds_, tick_period_, drained - drained_at_tick_);
+    // The rate over the time since the last tick (a round may have done the tick's work).
+    const auto now = std::chrono::steady_clock::now();
+    const double elapsed = std::chrono::duration<double>(now - last_tick_at_).count();
+    last_tick_at_ = now;
+    const double next = next_tick_seconds(tick_seconds_, quiet_tick_seconds_, elapsed, drained - drained_at_tick_);
     drained_at_tick_ = drained;
     if (next == tick_period_) return;
     tick_period_ = next;

@@ -177,7 +177,8 @@ void CollectorThread::drain() {
     wait_phase(Phase::Drained);
 }
 
-void CollectorThread::request_round(uint64_t k) {
+void CollectorThread::request_round(uint64_t k, bool written) {
+    if (written) round_written_.store(k, std::memory_order_relaxed);  // published by the release below
     round_request_.store(k, std::memory_order_release);
     wake();
 }
@@ -225,6 +226,7 @@ void CollectorThread::before_pass() {
     if (req > marked_for_ && req > round_done_.load(std::memory_order_relaxed)) {
         collector_->mark_heads();
         marked_for_ = req;
+        collector_->round_requested();
     }
 }
 
@@ -241,8 +243,16 @@ void CollectorThread::after_pass(bool /*complete*/) {
     if (!ack_for_ && marked_for_ > round_done_.load(std::memory_order_relaxed) && collector_->drained_past_marks()) {
         collector_->request_flush();
         ack_for_ = marked_for_;
+        ack_written_end_ = 0;
     }
-    if (ack_for_ && !collector_->flush_pending()) {
+    // A round that waits for its writes: everything queued up to the flush (reserved by then) has
+    // completed. The write's completion wakes this loop, so that costs no wake-up of its own.
+    bool written = true;
+    if (ack_for_ && !collector_->flush_pending() && round_written_.load(std::memory_order_relaxed) >= ack_for_) {
+        if (!ack_written_end_) ack_written_end_ = collector_->writer().reserved_end();
+        written = collector_->writer().owed() >= ack_written_end_;
+    }
+    if (ack_for_ && !collector_->flush_pending() && written) {
         // Rotation: what this pass and the ones before drained is queued for the current file; the
         // rest goes to the next one.
         switch_if_asked(ack_for_);

@@ -14,7 +14,8 @@ std::optional<MainWake::Time> MainWake::next() const {
     // (longer while there is little);
     // while one is pending its acknowledgements are events, and without new data there is nothing
     // to order (the data growing is an event).
-    if (new_bytes > 0 && !round_pending) take(last_round + (new_bytes >= kQuietBytes ? kRoundSpacing : quiet_spacing));
+    if ((new_bytes > 0 || rounds_tick) && !round_pending)
+        take(last_round + (new_bytes >= kQuietBytes ? kRoundSpacing : quiet_spacing));
     take(duration_end);
     take(status_due);
     take(hotplug_due);
@@ -22,6 +23,12 @@ std::optional<MainWake::Time> MainWake::next() const {
     take(switch_due);
     if (polling) take(now + kPoll);
     return t;
+}
+
+MainWake::Clock::duration MainWake::quiet_spacing_for(double bytes_per_second) {
+    if (!(bytes_per_second > 0)) return kQuietSpacing;
+    const auto d = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(double(kQuietRisk) / bytes_per_second));
+    return std::clamp<Clock::duration>(d, kQuietSpacing, kQuietLongest);
 }
 
 int MainWake::timeout_ms() const {

@@ -98,6 +98,7 @@ void Session::start_collectors(const RecordPlan& plan, const std::vector<perf_ev
         s.config.sideband = flight() || rotating() ? &sideband_inbox_ : nullptr;
         // The status line shows each second's figures; a window moves by the second.
         if (opts_.live_status || flight()) s.config.quiet_tick_seconds = 0;
+        rounds_tick_ = s.config.quiet_tick_seconds > s.config.tick_seconds;
         // The real-time default gives way, as the nice default does, to a priority ringcap was
         // started with (nice, systemd's Nice=, chrt): the collectors keep that one.
         // So does --collector-nice: a priority chosen for them replaces the default.

@@ -216,7 +216,14 @@ private:
 
     // FINISHED_ROUND: marker k is written once every collector acknowledged round k.
     uint64_t round_ = 0;        // the round requested last (0: none)
-    uint64_t rounds_ = 0;       // markers written
+    uint64_t rounds_ = 0;       // rounds completed (requests are numbered on from it)
+    uint64_t markers_ = 0;      // markers written (a round that found nothing new writes none)
+    // The collectors' quiet tick rides on the rounds (collector.hpp: round_requested): a round is
+    // requested every quiet period even with no new data seen, and the collectors flush for it.
+    bool rounds_tick_ = false;
+    bool round_written_ = false;  // the round requested last waits for its writes (a quiet one)
+    uint64_t round_end_ = 0;      // the data's end when the last round completed
+    double quiet_rate_ = 0;       // bytes a second that came before the last quiet round (0: none yet)
     uint64_t round_data_ = 0;   // the data's end when the last round was requested, then past its marker
     Clock::time_point last_round_{};
     std::pair<uint64_t, uint64_t> marker_span_{};  // the last marker's block: [offset, end)

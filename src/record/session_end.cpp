@@ -197,7 +197,7 @@ RecordSnapshot Session::snapshot() const {
     }
     s.lost_samples = lost_samples_;
     s.synthesized_records = synth_.records;
-    s.rounds = rounds_;
+    s.rounds = markers_;
     return s;
 }
 

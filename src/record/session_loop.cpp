@@ -15,6 +15,9 @@
 
 namespace ringcap {
 
+static_assert(std::chrono::duration<double>(MainWake::kQuietLongest).count() < kRoundTickBackstop,
+              "an idle collector's backstop tick must come after the session's next round");
+
 namespace {
 constexpr auto kStatusEvery = std::chrono::seconds(1);
 }  // namespace
@@ -25,6 +28,7 @@ MainWake Session::wake_plan(Clock::time_point now, Clock::time_point last_hotplu
     w.round_pending = round_ != 0;
     w.new_bytes = space_->end() - round_data_;
     w.last_round = last_round_;
+    w.rounds_tick = rounds_tick_;
     w.quiet_spacing = quiet_spacing();
     w.duration_end = deadline_;
     if (opts_.live_status) w.status_due = last_status_ + kStatusEvery;
@@ -150,7 +154,7 @@ void Session::wait_for_stop() {
 
 MainWake::Clock::duration Session::quiet_spacing() const {
     // A flight recorder's window starts at round markers: a twentieth of its duration apart at most.
-    if (!flight()) return MainWake::kQuietSpacing;
+    if (!flight()) return rounds_tick_ ? MainWake::quiet_spacing_for(quiet_rate_) : MainWake::kQuietSpacing;
     const auto d = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts_.flight_recorder_s) / 20);
     return std::clamp<Clock::duration>(d, MainWake::kRoundSpacing, MainWake::kQuietSpacing);
 }
@@ -214,6 +218,25 @@ void Session::round() {
     if (round_ != 0) {
         for (const auto& c : collectors_)
             if (c->round_done() < round_ && !c->emptied()) return;  // not yet
+        // A round of the quiet tick needs no marker of its own while little came since the last
+        // one: a marker bounds what a reader holds in memory (at idle every 5 s would be 40 KiB
+        // apart), and it would cost a write of its own each round. Not with -z (the marker anchors
+        // the compressed data), rotation or a flight recorder (they cut at markers), a dump or a
+        // switch.
+        // What came per second since the last round (all of it is flushed for a quiet one): the
+        // spacing of the next (MainWake::quiet_spacing_for).
+        if (round_written_) {
+            const double dt = std::chrono::duration<double>(now - last_round_).count();
+            quiet_rate_ = last_round_ != Clock::time_point{} && dt > 0 ? double(space_->end() - round_end_) / dt : 0;
+        }
+        if (round_written_ && space_->end() - marker_span_.second < MainWake::kQuietBytes && opts_.compression_level == 0 &&
+            !rotating() && !flight() && switch_round_ != round_ && wanted_dumps_.empty()) {
+            ++rounds_;
+            round_data_ = round_end_ = space_->end();
+            last_round_ = now;
+            round_ = 0;
+            return;
+        }
         // One 4 KiB block: the marker, then padding (with -z a compression anchor).
         std::vector<std::byte> marker(sizeof(perf_event_header));
         const perf_event_header fr = finished_round_record();
@@ -230,8 +253,9 @@ void Session::round() {
         }
         // Only data beyond the marker calls for another round: the marker itself is not new data
         // (else an idle capture would write a marker every round spacing, forever).
-        round_data_ = end;
+        round_data_ = round_end_ = end;
         ++rounds_;
+        ++markers_;
         last_round_ = now;
         round_ = 0;
         if (switch_round_ == rounds_) {
@@ -244,14 +268,19 @@ void Session::round() {
         begin_switch();
         return;
     }
-    // A new round only when there is new data, and not too soon.
+    // A new round only when there is new data (or the collectors' quiet tick rides on the rounds),
+    // and not too soon.
     const uint64_t data = space_->end();
-    const auto spacing = data - round_data_ >= MainWake::kQuietBytes ? MainWake::kRoundSpacing : quiet_spacing();
+    const bool quiet = data - round_data_ < MainWake::kQuietBytes;
+    const auto spacing = quiet ? quiet_spacing() : MainWake::kRoundSpacing;
     // A dump asked for: a round now, whatever came since the last one (its marker is where it ends).
-    if (wanted_dumps_.empty() && (data == round_data_ || now - last_round_ < spacing)) return;
+    if (wanted_dumps_.empty() && ((data == round_data_ && !rounds_tick_) || now - last_round_ < spacing)) return;
     round_data_ = data;
     round_ = rounds_ + 1;
-    for (auto& c : collectors_) c->request_round(round_);
+    // A quiet round waits for its writes: the refresh after it then covers it whole (at idle one
+    // fdatasync and header write per round). Not while the output is being switched.
+    round_written_ = quiet && rounds_tick_ && !next_output_ && !prev_output_ && pipe_fd_ < 0;
+    for (auto& c : collectors_) c->request_round(round_, round_written_);
 }
 
 bool Session::replace_ring(size_t ring) {

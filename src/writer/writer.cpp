@@ -46,6 +46,7 @@ void Writer::switch_to(OutputFile& file, FileSpace& space) {
     data_offset_ = space.start();
     // Also after an error: the buffers it drops from now on are counted in the next file as they come.
     failed_start_ = first_failed_offset_ = UINT64_MAX;
+    reserved_end_ = 0;
     published_kept_end_.store(UINT64_MAX);
     published_owed_.store(owed());
 }
@@ -81,6 +82,7 @@ void Writer::queue(const StagingBuffer& b) {
         return;
     }
     s = Slot{offset, offset, 0, uint32_t(b.len), 0, false, gen_};
+    reserved_end_ = offset + b.len;
     bytes_queued_ += b.len;
     if (error_) {
         // After an I/O error nothing more goes to disk; the buffer is accounted as not kept.

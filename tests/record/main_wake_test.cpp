@@ -37,6 +37,26 @@ TEST_CASE("main wake: new data is rounded once the spacing since the last round 
     CHECK(w.timeout_ms() == -1);
 }
 
+TEST_CASE("main wake: when the collectors' quiet tick rides on the rounds, one is due every quiet period", "[wake]") {
+    MainWake w = idle();
+    w.rounds_tick = true;  // no new data seen: the round's flush is what brings it
+    CHECK(w.timeout_ms() == 4990);
+    w.quiet_spacing = 1s;  // a flight recorder's window
+    CHECK(w.timeout_ms() == 990);
+    w.new_bytes = 1 << 20;  // busy: the usual spacing
+    CHECK(w.timeout_ms() == 40);
+    w.round_pending = true;  // its acknowledgements are events
+    CHECK(w.timeout_ms() == -1);
+}
+
+TEST_CASE("main wake: quiet rounds come when about kQuietRisk came, 5 s apart at least, 30 s at most", "[wake]") {
+    CHECK(MainWake::quiet_spacing_for(0) == MainWake::kQuietSpacing);  // not measured yet
+    CHECK(MainWake::quiet_spacing_for(8192) == 30s);                      // idle, -a -F 100 on 2 CPUs: 32 s
+    CHECK(MainWake::quiet_spacing_for(26214.4) == 10s);                   // 256 KiB in 10 s
+    CHECK(MainWake::quiet_spacing_for(60000) == 5s);                      // -F 99 -g on busy CPUs: 4.4 s
+    CHECK(MainWake::quiet_spacing_for(1e9) == 5s);
+}
+
 TEST_CASE("main wake: the hotplug check and the status line are deadlines of their own", "[wake]") {
     MainWake w = idle();
     w.hotplug_due = t0 + 700ms;

@@ -29,6 +29,7 @@ struct ScriptedLoop final : Loop {
     void watch_source(Source, int) override {}
     void set_timer(double) override {}
     void set_tick(double) override {}
+    void restart_tick(double) override {}
     void attach_output(std::span<const int>, std::span<const iovec>) override {}
     void update_output(unsigned, std::span<const int>) override {}
     void write(uint32_t slot, unsigned, const std::byte*, uint32_t len, uint64_t) override {
