@@ -218,17 +218,17 @@ void Session::round() {
     if (round_ != 0) {
         for (const auto& c : collectors_)
             if (c->round_done() < round_ && !c->emptied()) return;  // not yet
-        // A round of the quiet tick needs no marker of its own while little came since the last
-        // one: a marker bounds what a reader holds in memory (at idle every 5 s would be 40 KiB
-        // apart), and it would cost a write of its own each round. Not with -z (the marker anchors
-        // the compressed data), rotation or a flight recorder (they cut at markers), a dump or a
-        // switch.
         // What came per second since the last round (all of it is flushed for a quiet one): the
         // spacing of the next (MainWake::quiet_spacing_for).
         if (round_written_) {
             const double dt = std::chrono::duration<double>(now - last_round_).count();
             quiet_rate_ = last_round_ != Clock::time_point{} && dt > 0 ? double(space_->end() - round_end_) / dt : 0;
         }
+        // A round of the quiet tick needs no marker of its own while little came since the last
+        // one: a marker bounds what a reader holds in memory (at idle, rounds come every 30 s
+        // with about 250 KiB), and it would cost a write of its own each round. Not with -z (the marker anchors
+        // the compressed data), rotation or a flight recorder (they cut at markers), a dump or a
+        // switch.
         if (round_written_ && space_->end() - marker_span_.second < MainWake::kQuietBytes && opts_.compression_level == 0 &&
             !rotating() && !flight() && switch_round_ != round_ && wanted_dumps_.empty()) {
             ++rounds_;
