@@ -229,6 +229,7 @@ private:
     bool pass();
     void flush_idle_staging();
     void retune_tick();  // at each tick: the quiet period while little comes (next_tick_seconds)
+    void tick_work();    // what a tick does besides the idle flush (also a round's on the quiet tick)
     // Hands the full staging buffers on: to the writer, or with -z to the encoder thread, whose
     // finished records go to the encoded buffers and from there to the writer.
     void send_ready();

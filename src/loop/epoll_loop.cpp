@@ -50,14 +50,13 @@ public:
 
     void set_timer(double seconds) override { timer_ = watch_timerfd(Source::Timer, seconds, false); }
     void set_tick(double seconds) override {
+        tick_period_ = seconds;
         if (!tick_) {
             tick_ = watch_timerfd(Source::Tick, seconds, true);
-            tick_period_ = seconds;
             return;
         }
         const itimerspec its = timer_spec(seconds, true);  // from now: the tick just fired
         timerfd_settime(tick_.get(), 0, &its, nullptr);
-        tick_period_ = seconds;
     }
     void restart_tick(double seconds) override {
         if (!tick_) return;

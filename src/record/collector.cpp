@@ -199,10 +199,7 @@ void Collector::on_source(Source s) {
     }
     if (s == Source::Tick) {
         tick_ = true;
-        retune_tick();
-        hand_over_dsos();
-        hand_over_sideband();
-        control_.on_tick();
+        tick_work();
     } else {
         control_.on_control(s);
     }
@@ -218,12 +215,16 @@ void Collector::round_requested() {
     // Rounds closer together than that (the data elsewhere calls for them) leave the tick alone.
     const auto now = std::chrono::steady_clock::now();
     if (std::chrono::duration<double>(now - last_tick_at_).count() < quiet_tick_seconds_ - tick_seconds_) return;
+    tick_work();
+    // Past the next round while quiet; at the base period at once when that ended it.
+    loop_->restart_tick(tick_period_ == quiet_tick_seconds_ ? kRoundTickBackstop : tick_period_);
+}
+
+void Collector::tick_work() {
     retune_tick();
     hand_over_dsos();
     hand_over_sideband();
     control_.on_tick();
-    // Past the next round while quiet; at the base period at once when that ended it.
-    loop_->restart_tick(tick_period_ == quiet_tick_seconds_ ? kRoundTickBackstop : tick_period_);
 }
 
 void Collector::retune_tick() {
