@@ -268,9 +268,16 @@ TEST_CASE("on ext4, O_DIRECT data writes run inline: none is punted to an io_uri
     const std::string text = log.str();
     REQUIRE(std::regex_search(text, m, std::regex("preallocated in ([0-9]+) steps")));
     CHECK(std::stoul(m[1]) >= 2);  // at setup and at least once while writing
-    // One collector: none. Several: a write can still meet another collector's allocation between
-    // its check and its submit (rare; correct either way).
-    if (threads == "1") CHECK(punted == 0);
+    INFO("punted " << punted << " of " << sum.writes << " writes");
+    // What preallocation guarantees: no write goes past the allocated space (each would be an append,
+    // which ext4 never runs inline).
+    if (threads == "1") CHECK(sum.writes_beyond_allocation == 0);
+    // And so writes run inline. Not every one: the block layer pushes back a nowait write when the
+    // device's queue is full (io_uring then sends it again from a worker; seen once in CI at 1.9 GB/s),
+    // and with several collectors a write can meet another's allocation between its check and its
+    // submit. Without preallocation every append is punted: hundreds here. Correct either way.
+    CHECK(sum.writes > 100);
+    CHECK(punted * 100 <= sum.writes);
 }
 
 namespace {
