@@ -32,10 +32,10 @@ bool FileSpace::reserve_limited(uint64_t len, uint64_t* offset) {
     return true;
 }
 
-bool FileSpace::begin_allocation(uint64_t end, uint64_t* offset, uint64_t* len) {
+bool FileSpace::begin_allocation(uint64_t end, uint64_t* offset, uint64_t* len, uint64_t ahead) {
     if (!enabled_.load(std::memory_order_relaxed)) return false;
     const uint64_t have = allocated_end_.load();
-    if (end + kAhead <= have) return false;
+    if (end + ahead <= have) return false;
     // --max-size bounds the disk space too, not only the final length.
     const uint64_t hard = hard_limit_.load();
     if (hard != UINT64_MAX && have >= hard) return false;
@@ -49,7 +49,7 @@ bool FileSpace::begin_allocation(uint64_t end, uint64_t* offset, uint64_t* len) 
 
 void FileSpace::allocate_now(int fd) {
     uint64_t offset = 0, len = 0;
-    while (begin_allocation(end(), &offset, &len)) allocated(::fallocate(fd, 0, off_t(offset), off_t(len)) == 0 ? 0 : -errno);
+    while (begin_allocation(end(), &offset, &len, kAhead)) allocated(::fallocate(fd, 0, off_t(offset), off_t(len)) == 0 ? 0 : -errno);
 }
 
 void FileSpace::allocated(int res) {
