@@ -5,7 +5,8 @@
 #        (complete), the samples lost over the whole record, the dump's span and its samples;
 #        ringcap's CPU from 5 s to SECONDS-12 (no dump yet) and its peak RSS (VmHWM) against the
 #        window's compressed size;
-#     2. ringcap -z to a file, same load: its CPU over the same stretch;
+#     2. ringcap -z to a file, same load: its CPU over the same stretch, against the flight
+#        recorder's, in the order flight, -z, -z, flight (the last one without a dump);
 #     3. the share of each capture's busy-loop samples that perf resolves to a symbol.
 # PERF, RINGCAP, BENCHTOOL (bench/benchtool.c, built) and WORK (a scratch directory) from the environment.
 set -euo pipefail
@@ -27,8 +28,8 @@ resolved_share() {
 echo "workload 18: flight recorder, both CPUs busy, -a -F 10000 --call-graph dwarf, ${SECONDS_RUN} s"
 dir="$WORK/flight"
 rm -rf "$dir" && mkdir -p "$dir"
-"$BT" spin $((2 * SECONDS_RUN + 30)) & s1=$!
-"$BT" spin $((2 * SECONDS_RUN + 30)) & s2=$!
+"$BT" spin $((4 * SECONDS_RUN + 30)) & s1=$!
+"$BT" spin $((4 * SECONDS_RUN + 30)) & s2=$!
 trap 'kill $s1 $s2 2>/dev/null || true' EXIT
 sleep 0.5
 
@@ -63,16 +64,29 @@ print("  peak RSS %.1f MiB before the dump, %.1f MiB after it; window x 1.25 + 6
 EOF
 fr_cpu=$(( c1 - c0 ))
 
-# 2. -z to a file, the same stretch.
-"$RINGCAP" record -q -a -F 10000 --call-graph dwarf -z -o "$dir/z.data" -- sleep "$SECONDS_RUN" >"$dir/z.log" 2>&1 &
-pid=$!
-sleep 5
-c0=$(cpu_ticks "$pid")
-sleep $((SECONDS_RUN - 17))
-c1=$(cpu_ticks "$pid")
-wait "$pid" || echo "  ! ringcap -z exited with status $?"
-awk -v a="$fr_cpu" -v b=$((c1 - c0)) -v hz="$TICK" -v s=$((SECONDS_RUN - 17)) 'BEGIN {
-    printf "  CPU over the same %d s: flight recorder %.2f s, -z to a file %.2f s (ratio %.2f)\n", s, a / hz, b / hz, b ? a / b : 0 }'
+# 2. -z to a file, the same stretch; then -z again and a flight recorder without a dump (ABBA: this
+# VM's speed drifts by tens of percent between minutes, and a drift that is linear cancels out).
+# cpu_of ARGS...: ringcap's CPU ticks from 5 s to SECONDS-12 of a record with ARGS.
+cpu_of() {
+    local out=$1 pid c0 c1
+    shift
+    "$RINGCAP" record -q -a -F 10000 --call-graph dwarf "$@" -o "$out" -- sleep "$SECONDS_RUN" >"$out.log" 2>&1 &
+    pid=$!
+    sleep 5
+    c0=$(cpu_ticks "$pid")
+    sleep $((SECONDS_RUN - 17))
+    c1=$(cpu_ticks "$pid")
+    kill -INT "$pid"
+    wait "$pid" || echo "  ! ringcap $* exited with status $?" >&2
+    echo $((c1 - c0))
+}
+z1=$(cpu_of "$dir/z.data" -z)
+z2=$(cpu_of "$dir/z2.data" -z)
+fr2=$(cpu_of "$dir/fr2.data" --flight-recorder=30s)
+rm -f "$dir"/z2.data* "$dir"/fr2.data*
+awk -v a="$fr_cpu" -v b="$z1" -v c="$z2" -v d="$fr2" -v hz="$TICK" -v s=$((SECONDS_RUN - 17)) 'BEGIN {
+    printf "  CPU over %d s, in the order run: flight recorder %.2f s, -z to a file %.2f s, -z %.2f s, flight recorder %.2f s\n", s, a / hz, b / hz, c / hz, d / hz
+    printf "  CPU flight recorder / -z to a file: %.2f (sums of the two runs each)\n", (b + c) ? (a + d) / (b + c) : 0 }'
 
 # 3. What perf resolves (the load stopped first: perf report has work of its own).
 kill $s1 $s2 2>/dev/null || true
