@@ -17,12 +17,12 @@ namespace ringcap {
 class FileSpace {
 public:
     static constexpr uint64_t kChunk = 64ull << 20;     // fallocate this much at a time
-    // At setup kAhead is allocated. While writing, a writer adds a chunk once less than kLowWater is
-    // left beyond the writes: enough for the next chunk's fallocate to finish long before the writes
-    // reach it, at GB/s. (Topping up to kAhead from the first write on made every capture, an idle
-    // one too, pay a 64 MiB allocation in an io_uring worker at its first write: up to 40 ms of CPU.)
+    // While writing, a writer adds a chunk whenever less than kAhead is left beyond the writes. At
+    // setup kAtSetup is allocated: a chunk more, which the first write would otherwise start at once
+    // (in an io_uring worker, up to 40 ms of CPU, and an idle capture's first write comes seconds in).
+    // Under a throttled disk a smaller margin let the writes overtake a slow allocation.
     static constexpr uint64_t kAhead = 128ull << 20;
-    static constexpr uint64_t kLowWater = kAhead - kChunk;
+    static constexpr uint64_t kAtSetup = kAhead + kChunk;
     static constexpr uint64_t kMinChunk = 1ull << 20;   // halving stops here on ENOSPC
 
     // Data starts at `data_offset`. Without `preallocate` (buffered writes, tmpfs: they never run
@@ -78,7 +78,7 @@ public:
     // Whether writes up to `end` want more space allocated (less than `ahead` allocated beyond them),
     // and no allocation is under way. If so, the caller owns [*offset, *offset + *len): it allocates
     // it and reports with allocated().
-    bool begin_allocation(uint64_t end, uint64_t* offset, uint64_t* len, uint64_t ahead = kLowWater);
+    bool begin_allocation(uint64_t end, uint64_t* offset, uint64_t* len, uint64_t ahead = kAhead);
     // The result of that fallocate (0 or -errno). On ENOSPC the next try asks for half (the disk
     // may still have room for part); below kMinChunk, or on any other error, allocation stops and
     // writes simply append (and fail where the disk is full).
@@ -95,8 +95,8 @@ public:
     // is an extent of its own (64 MiB chunks: unwritten extents hold at most 32767 blocks, so two are
     // never merged); a write across the boundary would be punted. The rest is a second write.
     uint64_t split(uint64_t offset, uint64_t len) const;
-    // At setup, before any write: allocates kAhead synchronously on `fd`, so the first writes run
-    // inline too. Later allocations go through the writers' loops.
+    // At setup, before any write: allocates kAtSetup synchronously on `fd`, so the first writes run
+    // inline too and start no allocation. Later allocations go through the writers' loops.
     void allocate_now(int fd);
     bool preallocating() const { return enabled_.load(); }
 

@@ -49,7 +49,7 @@ bool FileSpace::begin_allocation(uint64_t end, uint64_t* offset, uint64_t* len, 
 
 void FileSpace::allocate_now(int fd) {
     uint64_t offset = 0, len = 0;
-    while (begin_allocation(end(), &offset, &len, kAhead)) allocated(::fallocate(fd, 0, off_t(offset), off_t(len)) == 0 ? 0 : -errno);
+    while (begin_allocation(end(), &offset, &len, kAtSetup)) allocated(::fallocate(fd, 0, off_t(offset), off_t(len)) == 0 ? 0 : -errno);
 }
 
 void FileSpace::allocated(int res) {

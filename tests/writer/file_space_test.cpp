@@ -28,44 +28,43 @@ TEST_CASE("FileSpace hands out consecutive offsets from the data section's start
     CHECK(space.split(kBase + 64 * MiB - 8192, MiB) == MiB);       // nothing to split at
 }
 
-TEST_CASE("FileSpace allocates kAhead at setup, then a chunk whenever less than kLowWater is left ahead, one at a time",
-          "[writer][space]") {
+TEST_CASE("FileSpace keeps kAhead allocated beyond the writes, one allocation at a time", "[writer][space]") {
     FileSpace space(kBase, true);
     uint64_t off = 0, len = 0;
-    REQUIRE(space.begin_allocation(kBase, &off, &len, FileSpace::kAhead));
+    REQUIRE(space.begin_allocation(kBase, &off, &len));
     CHECK(off == kBase);
     CHECK(len == FileSpace::kChunk);
     CHECK(space.allocating());
     uint64_t off2 = 0, len2 = 0;
-    CHECK_FALSE(space.begin_allocation(kBase, &off2, &len2, FileSpace::kAhead));  // one at a time
+    CHECK_FALSE(space.begin_allocation(kBase, &off2, &len2));  // one at a time
     space.allocated(0);
     CHECK_FALSE(space.allocating());
     CHECK(space.allocated_end() == kBase + FileSpace::kChunk);
-    REQUIRE(space.begin_allocation(kBase, &off, &len, FileSpace::kAhead));  // still less than kAhead beyond
+    REQUIRE(space.begin_allocation(kBase, &off, &len));  // still less than kAhead beyond
     CHECK(off == kBase + FileSpace::kChunk);
     space.allocated(0);
-    CHECK_FALSE(space.begin_allocation(kBase, &off, &len, FileSpace::kAhead));  // kAhead allocated: enough
-    // While writing: nothing more until the writes pass kAhead - kLowWater (so an idle capture's first
-    // write allocates nothing), then one chunk.
-    CHECK_FALSE(space.begin_allocation(kBase + MiB, &off, &len));
-    CHECK_FALSE(space.begin_allocation(kBase + FileSpace::kAhead - FileSpace::kLowWater, &off, &len));
-    REQUIRE(space.begin_allocation(kBase + FileSpace::kAhead - FileSpace::kLowWater + 4096, &off, &len));
-    CHECK(off == kBase + FileSpace::kAhead);
-    CHECK(len == FileSpace::kChunk);
+    CHECK_FALSE(space.begin_allocation(kBase, &off, &len));  // kAhead allocated: enough
+    CHECK(space.begin_allocation(kBase + MiB, &off, &len));  // the writes moved on
 }
 
-TEST_CASE("FileSpace::allocate_now: kAhead allocated before any write", "[writer][space]") {
+TEST_CASE("FileSpace::allocate_now: kAtSetup allocated before any write, so the first writes start no allocation",
+          "[writer][space]") {
     TempFile tmp("space");
     ringcap::UniqueFd fd(::open(tmp.path.c_str(), O_RDWR | O_CLOEXEC));
     REQUIRE(fd);
     FileSpace space(kBase, true);
     space.allocate_now(fd.get());
     if (!space.preallocating()) skip_test(tmp.path + ": fallocate is refused on this filesystem");
-    CHECK(space.allocated_end() == kBase + FileSpace::kAhead);
+    CHECK(space.allocated_end() == kBase + FileSpace::kAtSetup);
     struct stat st {};
     REQUIRE(::fstat(fd.get(), &st) == 0);
-    CHECK(uint64_t(st.st_size) == kBase + FileSpace::kAhead);
-    CHECK(uint64_t(st.st_blocks) * 512 >= FileSpace::kAhead);
+    CHECK(uint64_t(st.st_size) == kBase + FileSpace::kAtSetup);
+    CHECK(uint64_t(st.st_blocks) * 512 >= FileSpace::kAtSetup);
+    uint64_t off = 0, len = 0;
+    CHECK_FALSE(space.begin_allocation(kBase + MiB, &off, &len));  // an idle capture's first write
+    CHECK_FALSE(space.begin_allocation(kBase + FileSpace::kAtSetup - FileSpace::kAhead, &off, &len));
+    CHECK(space.begin_allocation(kBase + FileSpace::kAtSetup - FileSpace::kAhead + 4096, &off, &len));
+    CHECK(off == kBase + FileSpace::kAtSetup);
 }
 
 TEST_CASE("FileSpace halves its chunk on ENOSPC, then gives up and lets writes append", "[writer][space]") {
