@@ -254,10 +254,11 @@ bool Collector::pass() {
         // Cutting stacks and dropping samples only make room in the ring: while it is less than
         // half full it holds them whole until staging has room again (a disk that queued a burst
         // of writes, a late encoder often recover within the 65 ms half a 32 MiB ring holds at
-        // 40 kHz dwarf); past half its samples are cut, past three quarters dropped.
+        // 40 kHz dwarf); past half its samples are cut (all of them from the shortest cut on:
+        // Grade::cut_all), past three quarters dropped.
         if (applied_.cut_bytes || applied_.drop) {
             const uint64_t fill = r.reader.head() - r.reader.tail(), cap = r.reader.capacity();
-            r.reader.set_shaping(2 * fill > cap ? applied_.cut_bytes : 0, applied_.drop && 4 * fill > 3 * cap);
+            r.reader.set_shaping(applied_.cut_all || 2 * fill > cap ? applied_.cut_bytes : 0, applied_.drop && 4 * fill > 3 * cap);
         }
         const DrainResult d = r.reader.drain(*staging_);
         if (!d.complete && complete) cut = i;

@@ -27,6 +27,8 @@ PressureGrader::PressureGrader(const PressureConfig& cfg) {
                 g.cut_bytes = bytes;
                 ladder_.push_back(g);
             }
+        // The shortest cut, and the lower frequencies after it, cut every sample.
+        if (g.cut_bytes) ladder_.back().cut_all = g.cut_all = true;
     }
     if (cfg.slow) {
         for (unsigned shift = 1; shift <= 3; ++shift) {

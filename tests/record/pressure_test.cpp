@@ -31,6 +31,12 @@ TEST_CASE("pressure: the ladder, mildest first: a faster zstd level, shorter sta
     // Only when staging is mostly taken: a disk that keeps up uses a good part of it for writes in flight.
     CHECK(g.threshold(1) <= 0.25);
     CHECK(g.threshold(8) > PressureGrader::kDropBelow);
+    // The longer cuts shape only a ring that is filling; the shortest one, and the lower
+    // frequencies after it, every sample.
+    for (size_t k = 0; k < g.levels(); ++k) {
+        INFO("level " << k << ": " << g.describe(k));
+        CHECK(g.grade_at(k).cut_all == (k >= 5));
+    }
 
     PressureConfig plain;  // no -z, no dwarf: only the frequency
     PressureGrader p(plain);
@@ -41,6 +47,7 @@ TEST_CASE("pressure: the ladder, mildest first: a faster zstd level, shorter sta
     nocut.zstd_level = 0;
     PressureGrader n(nocut);
     CHECK(n.levels() == 4);
+    for (size_t k = 0; k < n.levels(); ++k) CHECK_FALSE(n.grade_at(k).cut_all);
     PressureConfig small = dwarf_z();
     small.stack_dump = 2048;  // only cuts shorter than the dump
     CHECK(PressureGrader(small).levels() == 9 - 2);
