@@ -158,7 +158,10 @@ cc -O2 -Wall -o "$BT" "$HERE/benchtool.c" || die "compiling bench/benchtool.c fa
 
 CALLGRAPH_NOTE=""
 if [ "$CALLGRAPH" = auto ]; then
-    if "$RINGCAP" record --help 2>&1 | grep -q -- '--call-graph'; then
+    # The help text whole first: grep -q stops reading early, and under pipefail the help's
+    # SIGPIPE would read as "no --call-graph".
+    help=$("$RINGCAP" record --help 2>&1 || true)
+    if grep -q -- '--call-graph' <<<"$help"; then
         CALLGRAPH="--call-graph dwarf"
     else
         CALLGRAPH=""
