@@ -12,18 +12,25 @@
  *   benchtool work ITERATIONS
  *       a fixed amount of CPU work (a loop through a small call chain, as a profiled program has);
  *       prints the seconds it took (the workload's own slowdown under a collector).
+ *   benchtool floor FREQ -- COMMAND [ARGS...]
+ *       the kernel's own sampling cost, which every collector pays: cpu-clock at FREQ Hz on every
+ *       CPU with what --call-graph dwarf asks of each sample (kernel call chain, user registers,
+ *       8 KiB user stack), but no ring, so the kernel prepares each sample and then has nowhere to
+ *       put it. Runs COMMAND under it and exits with its exit code.
  *   benchtool pingpong SECONDS
  *       two processes bounce one byte over a pair of pipes (a context-switch storm) until
  *       killed or for at most SECONDS; prints the number of round trips to stdout at the end.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <linux/perf_event.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -142,11 +149,54 @@ static int cmd_pingpong(int argc, char** argv) {
     return 0;
 }
 
+static int cmd_floor(int argc, char** argv) {
+    if (argc < 5 || strcmp(argv[3], "--") != 0) {
+        fprintf(stderr, "usage: benchtool floor FREQ -- COMMAND [ARGS...]\n");
+        return 2;
+    }
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.type = PERF_TYPE_SOFTWARE;
+    a.config = PERF_COUNT_SW_CPU_CLOCK;
+    a.freq = 1;
+    a.sample_freq = strtoul(argv[2], NULL, 10);
+    a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD |
+                    PERF_SAMPLE_CALLCHAIN;
+    a.exclude_callchain_user = 1;
+#if defined(__x86_64__)
+    a.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+    a.sample_regs_user = 0xff0fffULL; /* perf's x86_64 user registers for dwarf unwinding */
+    a.sample_stack_user = 8192;
+#endif
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    for (long cpu = 0; cpu < ncpu; ++cpu) {
+        /* Left open for the life of the process: the events run until it exits. */
+        if (syscall(SYS_perf_event_open, &a, -1, (int)cpu, -1, 0) < 0) {
+            fprintf(stderr, "benchtool: perf_event_open on cpu %ld: %s\n", cpu, strerror(errno));
+            return 2;
+        }
+    }
+    pid_t pid = fork();
+    if (pid < 0) { perror("benchtool: fork"); return 2; }
+    if (pid == 0) {
+        execvp(argv[4], argv + 4);
+        fprintf(stderr, "benchtool: exec %s: %s\n", argv[4], strerror(errno));
+        _exit(127);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) { perror("benchtool: waitpid"); return 2; }
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 int main(int argc, char** argv) {
     if (argc >= 2 && strcmp(argv[1], "run") == 0) return cmd_run(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "spin") == 0) return cmd_spin(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "pingpong") == 0) return cmd_pingpong(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "work") == 0) return cmd_work(argc, argv);
-    fprintf(stderr, "usage: benchtool run RESULT -- CMD... | spin SECONDS | pingpong SECONDS | work ITERATIONS\n");
+    if (argc >= 2 && strcmp(argv[1], "floor") == 0) return cmd_floor(argc, argv);
+    fprintf(stderr, "usage: benchtool run RESULT -- CMD... | spin SECONDS | pingpong SECONDS | work ITERATIONS | floor FREQ -- CMD...\n");
     return 2;
 }

@@ -302,7 +302,7 @@ run_one() {
         # The workload's profile (the busy loops', not the collectors' own), for comparing a
         # throttled capture with an unthrottled one (workload 14).
         "$PERF" report --stdio --no-children --comm benchtool --percentage relative --sort sym -i "$out" 2>/dev/null \
-            | awk '/^ *[0-9.]+%/ { print $1, $NF }' | head -10 >"$WORK/$wl-$tool-$run.top" || true
+            | awk '/^ *[0-9.]+%/ { print $1, $NF }' | head -30 >"$WORK/$wl-$tool-$run.top" || true
         if [ "$tool" = ringcap ]; then
             # Cross-check ringcap's own summary against perf's reading.
             local line rs rl
@@ -501,11 +501,25 @@ pressure_lines() {  # pressure_lines WL: per ringcap run, what back-pressure did
 }
 
 # The largest difference, in points, between the self % of the top 10 symbols of two runs' files.
-top10_diff() {  # top10_diff FILE_A FILE_B
-    [ -s "$1" ] && [ -s "$2" ] || return 0
-    awk 'NR == FNR { a[$2] = $1 + 0; next } { b[$2] = $1 + 0 }
-         END { for (k in a) { d = a[k] - b[k]; if (d < 0) d = -d; if (d > m) { m = d; w = k } }
-               printf "%.2f points (%s)\n", m, w }' <(sed 's/%//' "$1") <(sed 's/%//' "$2")
+top10_diff() {  # top10_diff "A FILES" "B FILES": A's top 10 symbols by mean self % over its files, largest |A - B|
+    local a b
+    a=$(for f in $1; do [ -s "$f" ] && echo "$f"; done)
+    b=$(for f in $2; do [ -s "$f" ] && echo "$f"; done)
+    [ -n "$a" ] && [ -n "$b" ] || return 0
+    # A symbol missing from a run's list (top 30) counts as 0 % there.
+    awk -v na="$(wc -l <<<"$a")" -v nb="$(wc -l <<<"$b")" '
+        FNR == 1 { side = (FILENAME in isa) ? "a" : "b" }
+        BEGIN { split(ARGV[1], la, "\n"); for (k in la) isa[la[k]] = 1; ARGV[1] = "" }
+        { sub(/%/, "", $1); if (side == "a") A[$2] += $1 / na; else B[$2] += $1 / nb }
+        END {
+            for (k = 1; k <= 10; k++) {  # the 10 largest of A, largest first
+                best = ""; for (s in A) if (!(s in done) && (best == "" || A[s] > A[best])) best = s
+                if (best == "") break
+                done[best] = 1; d = A[best] - B[best]; if (d < 0) d = -d
+                if (d > m) { m = d; w = best }
+            }
+            printf "%.2f points (%s)\n", m, w
+        }' "$a" $a $b
 }
 
 # A cgroup whose processes write at most MBPS MB/s to the disk under $WORK (v2 io.max or v1 blkio,
@@ -644,31 +658,40 @@ if want 14; then
         throttle_off
         if [ -n "$unthrottled" ]; then
             echo "  the busy loops' top 10 symbols (self %), throttled ringcap run 1 against unthrottled (workload 7) run 1: largest difference $(top10_diff "$unthrottled" "$WORK/$LAST_BUSY_WL-ringcap-1.top")"
+            echo "  the same over all runs (each symbol's mean self % of the $RUNS runs each): largest difference $(top10_diff "$(ls "$WORK"/busy40k-default-ringcap-*.top)" "$(ls "$WORK/$LAST_BUSY_WL"-ringcap-*.top)")"
+            echo "  for scale, unthrottled run 1 against unthrottled run 2: largest difference $(top10_diff "$unthrottled" "$WORK/busy40k-default-ringcap-2.top")"
         fi
     fi
 fi
 
 if want 15; then
     # The workload's own cost: fixed work on each CPU, timed by itself, alone and under each
-    # collector (-a -F 10000 --call-graph dwarf, each tool's default rings), alternating.
+    # collector (-a -F 10000 --call-graph dwarf, each tool's default rings). Also under the kernel's
+    # sampling alone (benchtool floor: the same events, no ring), the part no collector can avoid.
+    # The two collectors swap places every run, and each run's files are deleted only after it (this
+    # disk may be mounted with discard: a deletion's discards would slow whichever tool comes next).
     echo
     echo "workload 15: the workload's own slowdown (benchtool work $WORK_ITERATIONS on each of $(nproc) CPUs; its slowest copy's seconds)"
     work_cmd="for i in \$(seq $(nproc)); do $BT work $WORK_ITERATIONS & done; wait"
     for z in "" "-z"; do
         : >"$WORK/slow.tsv"
         for r in $(seq 1 "$RUNS"); do
-            for who in none perf ringcap; do
-                out="$WORK/slow.data"
+            order="none floor perf ringcap"
+            [ $((r % 2)) = 0 ] && order="none floor ringcap perf"
+            for who in $order; do
+                out="$WORK/slow-$who.data"
                 case $who in
                     none) cmd=(sh -c "$work_cmd") ;;
+                    floor) cmd=("$BT" floor 10000 -- sh -c "$work_cmd") ;;
                     perf) cmd=("$PERF" record -q -a -F 10000 --call-graph dwarf $z -o "$out" -- sh -c "$work_cmd") ;;
                     ringcap) cmd=("$RINGCAP" record -q -a -F 10000 --call-graph dwarf $z $RINGCAP_FLAGS -o "$out" -- sh -c "$work_cmd") ;;
                 esac
                 sync
                 t=$("${cmd[@]}" 2>/dev/null | sort -g | tail -1)
-                rm -f "$out" "$out.old"
                 printf '%s\t%s\t%s\n' "$who" "$r" "$t" >>"$WORK/slow.tsv"
             done
+            rm -f "$WORK"/slow-*.data "$WORK"/slow-*.data.old
+            sync
         done
         awk -F'\t' -v z="${z:-uncompressed}" '
             function median(a, n,   i, j, t) {
@@ -678,12 +701,18 @@ if want 15; then
             { t[$1, $2] = $3; if ($2 > runs) runs = $2 }
             END {
                 for (r = 1; r <= runs; r++) {
+                    f[r] = t["floor", r] / t["none", r] - 1
                     p[r] = t["perf", r] / t["none", r] - 1; g[r] = t["ringcap", r] / t["none", r] - 1
+                    pa[r] = p[r] - f[r]; ga[r] = g[r] - f[r]
                     line = line sprintf(" %.0f/%.0f", 100 * p[r], 100 * g[r])
+                    fl = fl sprintf(" %.0f", 100 * f[r])
                 }
-                mp = median(p, runs); mg = median(g, runs)
+                mp = median(p, runs); mg = median(g, runs); mf = median(f, runs)
+                mpa = median(pa, runs); mga = median(ga, runs)
                 printf "  %s: slowdown perf/ringcap per run (%%):%s; median perf +%.1f %%, ringcap +%.1f %% (ratio %.2f)\n",
                     z, line, 100 * mp, 100 * mg, (mp > 0 ? mg / mp : 0)
+                printf "  %s: the kernel'"'"'s sampling alone (no ring) per run (%%):%s; above it, median perf +%.1f %%, ringcap +%.1f %% (ratio %.2f)\n",
+                    z, fl, 100 * mpa, 100 * mga, (mpa > 0 ? mga / mpa : 0)
             }' "$WORK/slow.tsv"
     done
 fi
