@@ -12,8 +12,9 @@
 #    collector threads, 11 and 12 = 6 and 7 with -z for both tools (zstd level 1), 13 the
 #    synthetic benchmark with -z: what one collector compresses, and the ratio, 14 = 7 with the
 #    output disk throttled to THROTTLE_MBPS (200) MB/s for both tools (cgroup io.max or blkio),
-#    15 the workload's own slowdown: fixed CPU work on every CPU, timed alone, under perf record
-#    and under ringcap record, -F 10000 --call-graph dwarf, with and without -z, 16 idle
+#    15 the workload's own slowdown: fixed CPU work on every CPU, timed alone, under the kernel's
+#    sampling alone (no ring), under perf record and under ringcap record, -F 10000 --call-graph
+#    dwarf, with and without -z, 16 idle
 #    IDLE_SECONDS (60) at -a -F 100: each thread's wake-ups per second and CPU, perf beside ringcap,
 #    17 a LONG_MINUTES (10) ringcap capture at -F 100 with --switch-output=1m: CPU, peak RSS, every
 #    file read by perf; both in bench/idle.sh), 18 the flight recorder at 10 kHz dwarf on busy
@@ -711,7 +712,7 @@ if want 15; then
                 mpa = median(pa, runs); mga = median(ga, runs)
                 printf "  %s: slowdown perf/ringcap per run (%%):%s; median perf +%.1f %%, ringcap +%.1f %% (ratio %.2f)\n",
                     z, line, 100 * mp, 100 * mg, (mp > 0 ? mg / mp : 0)
-                printf "  %s: the kernel'"'"'s sampling alone (no ring) per run (%%):%s; above it, median perf +%.1f %%, ringcap +%.1f %% (ratio %.2f)\n",
+                printf "  %s: the kernel'"'"'s sampling alone (no ring) per run (%%):%s; above it, median perf %+.1f %%, ringcap %+.1f %% (ratio %.2f)\n",
                     z, fl, 100 * mpa, 100 * mga, (mpa > 0 ? mga / mpa : 0)
             }' "$WORK/slow.tsv"
     done
