@@ -501,7 +501,7 @@ pressure_lines() {  # pressure_lines WL: per ringcap run, what back-pressure did
     done
 }
 
-# The largest difference, in points, between the self % of the top 10 symbols of two runs' files.
+# The largest difference, in points, in the self % of the top 10 symbols of two sets of runs.
 top10_diff() {  # top10_diff "A FILES" "B FILES": A's top 10 symbols by mean self % over its files, largest |A - B|
     local a b
     a=$(for f in $1; do [ -s "$f" ] && echo "$f"; done)
@@ -708,7 +708,7 @@ if want 15; then
                     line = line sprintf(" %.0f/%.0f", 100 * p[r], 100 * g[r])
                     fl = fl sprintf(" %.0f", 100 * f[r])
                 }
-                mp = median(p, runs); mg = median(g, runs); mf = median(f, runs)
+                mp = median(p, runs); mg = median(g, runs)
                 mpa = median(pa, runs); mga = median(ga, runs)
                 printf "  %s: slowdown perf/ringcap per run (%%):%s; median perf +%.1f %%, ringcap +%.1f %% (ratio %.2f)\n",
                     z, line, 100 * mp, 100 * mg, (mp > 0 ? mg / mp : 0)
