@@ -1,0 +1,57 @@
+# bench/run.sh's workload 15: the workload's own slowdown. Sourced by run.sh (it uses run.sh's BT,
+# PERF, RINGCAP, RINGCAP_FLAGS, RUNS, WORK, WORK_ITERATIONS); not meant to run on its own.
+
+slowdown_workload() {
+    local z r who out t order work_cmd
+    local -a cmd
+    # The workload's own cost: fixed work on each CPU, timed by itself, alone and under each
+    # collector (-a -F 10000 --call-graph dwarf, each tool's default rings). Also under the kernel's
+    # sampling alone (benchtool floor: the same events, no ring), the part no collector can avoid.
+    # The two collectors swap places every run, and each run's files are deleted only after it (this
+    # disk may be mounted with discard: a deletion's discards would slow whichever tool comes next).
+    echo
+    echo "workload 15: the workload's own slowdown (benchtool work $WORK_ITERATIONS on each of $(nproc) CPUs; its slowest copy's seconds)"
+    work_cmd="for i in \$(seq $(nproc)); do $BT work $WORK_ITERATIONS & done; wait"
+    for z in "" "-z"; do
+        : >"$WORK/slow.tsv"
+        for r in $(seq 1 "$RUNS"); do
+            order="none floor perf ringcap"
+            [ $((r % 2)) = 0 ] && order="none floor ringcap perf"
+            for who in $order; do
+                out="$WORK/slow-$who.data"
+                case $who in
+                    none) cmd=(sh -c "$work_cmd") ;;
+                    floor) cmd=("$BT" floor 10000 -- sh -c "$work_cmd") ;;
+                    perf) cmd=("$PERF" record -q -a -F 10000 --call-graph dwarf $z -o "$out" -- sh -c "$work_cmd") ;;
+                    ringcap) cmd=("$RINGCAP" record -q -a -F 10000 --call-graph dwarf $z $RINGCAP_FLAGS -o "$out" -- sh -c "$work_cmd") ;;
+                esac
+                sync
+                t=$("${cmd[@]}" 2>/dev/null | sort -g | tail -1)
+                printf '%s\t%s\t%s\n' "$who" "$r" "$t" >>"$WORK/slow.tsv"
+            done
+            rm -f "$WORK"/slow-*.data "$WORK"/slow-*.data.old
+            sync
+        done
+        awk -F'\t' -v z="${z:-uncompressed}" '
+            function median(a, n,   i, j, t) {
+                for (i = 2; i <= n; i++) { t = a[i]; j = i - 1; while (j >= 1 && a[j] > t) { a[j+1] = a[j]; j-- } a[j+1] = t }
+                return (n % 2) ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
+            }
+            { t[$1, $2] = $3; if ($2 > runs) runs = $2 }
+            END {
+                for (r = 1; r <= runs; r++) {
+                    f[r] = t["floor", r] / t["none", r] - 1
+                    p[r] = t["perf", r] / t["none", r] - 1; g[r] = t["ringcap", r] / t["none", r] - 1
+                    pa[r] = p[r] - f[r]; ga[r] = g[r] - f[r]
+                    line = line sprintf(" %.0f/%.0f", 100 * p[r], 100 * g[r])
+                    fl = fl sprintf(" %.0f", 100 * f[r])
+                }
+                mp = median(p, runs); mg = median(g, runs)
+                mpa = median(pa, runs); mga = median(ga, runs)
+                printf "  %s: slowdown perf/ringcap per run (%%):%s; median perf +%.1f %%, ringcap +%.1f %% (ratio %.2f)\n",
+                    z, line, 100 * mp, 100 * mg, (mp > 0 ? mg / mp : 0)
+                printf "  %s: the kernel'"'"'s sampling alone (no ring) per run (%%):%s; above it, median perf %+.1f %%, ringcap %+.1f %% (ratio %.2f)\n",
+                    z, fl, 100 * mpa, 100 * mga, (mpa > 0 ? mga / mpa : 0)
+            }' "$WORK/slow.tsv"
+    done
+}
