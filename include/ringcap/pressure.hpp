@@ -13,7 +13,10 @@
 //            again (kDropUntil): the kernel would drop whole records of every kind instead, the
 //            process and mapping records among them
 // A grade is engaged when headroom falls below its level, and undone, one at a time and in reverse
-// order, once headroom has stayed above that level plus a margin for kRelease. Pure logic: the
+// order, once headroom has stayed above that level plus a margin for kRelease. A grade that has to
+// come back soon after it was undone (within kFlapWindow) waits twice as long before it is undone
+// again, up to kMaxRelease: an output that only keeps up at that grade would otherwise swing in and
+// out of it, and each swing fills staging again from a lower start. Pure logic: the
 // collector applies what grade() says (readers, encoder, event periods) and counts it. The ring
 // holds samples whole while it can: cuts apply to a ring more than half full (to every sample from
 // the shortest cut on: Grade::cut_all), drops to the samples of a ring more than three quarters full
@@ -54,6 +57,8 @@ public:
     using Clock = std::chrono::steady_clock;
     static constexpr auto kSustained = std::chrono::milliseconds(500);  // before a lower frequency
     static constexpr auto kRelease = std::chrono::seconds(1);           // above the level before undoing it
+    static constexpr auto kMaxRelease = std::chrono::seconds(16);      // the longest that wait grows to
+    static constexpr auto kFlapWindow = std::chrono::seconds(4);       // back this soon: the wait doubles
     static constexpr double kMargin = 0.2;                              // of headroom, above the level
     static constexpr double kDropBelow = 0.03;  // headroom at which samples go, and until which they do
     static constexpr double kDropUntil = 0.15;
@@ -82,11 +87,15 @@ public:
     uint64_t drops_engaged() const { return drops_engaged_; }
     // The highest grade reached.
     size_t worst() const { return worst_; }
+    // How long headroom must stay high before grade `level` is undone (kRelease, doubled by flaps).
+    Clock::duration release_after(size_t level) const { return release_[level]; }
 
 private:
     std::vector<Grade> ladder_;
     std::vector<double> thresholds_;
     std::vector<uint64_t> engaged_;
+    std::vector<Clock::duration> release_;     // per grade: the wait before it is undone
+    std::vector<Clock::time_point> undone_at_;  // per grade: when it was last undone ({}: never)
     size_t level_ = 0, worst_ = 0;
     Clock::time_point below_since_{}, above_since_{};
     bool below_ = false, above_ = false, dropping_ = false;

@@ -42,6 +42,8 @@ PressureGrader::PressureGrader(const PressureConfig& cfg) {
     for (size_t k = 1; k <= n; ++k)
         thresholds_[k] = n == 1 ? kFirstBelow : kFirstBelow - double(k - 1) * (kFirstBelow - kLastBelow) / double(n - 1);
     engaged_.assign(ladder_.size(), 0);
+    release_.assign(ladder_.size(), Clock::duration(kRelease));
+    undone_at_.assign(ladder_.size(), Clock::time_point{});
 }
 
 bool PressureGrader::update(double headroom, Clock::time_point now) {
@@ -53,9 +55,14 @@ bool PressureGrader::update(double headroom, Clock::time_point now) {
         if (!slower || (below_ && now - below_since_ >= kSustained)) {
             ++level_;
             ++engaged_[level_];
+            // Back soon after it was undone: the output only keeps up at this grade; undo it later
+            // next time. Back after a calm stretch: the usual wait.
+            const bool flap = undone_at_[level_] != Clock::time_point{} && now - undone_at_[level_] < kFlapWindow;
+            release_[level_] = flap ? std::min<Clock::duration>(2 * release_[level_], kMaxRelease) : Clock::duration(kRelease);
             worst_ = std::max(worst_, level_);
             changed = true;
             below_ = false;
+            above_ = false;  // the room that undoes it is counted from now, not from before it came back
         } else if (!below_) {
             below_ = true;
             below_since_ = now;
@@ -63,12 +70,13 @@ bool PressureGrader::update(double headroom, Clock::time_point now) {
     } else {
         below_ = false;
     }
-    // Down one grade once headroom has stayed well above this one's level for kRelease.
+    // Down one grade once headroom has stayed well above this one's level for its wait (release_).
     if (!changed && level_ > 0 && headroom > std::min(0.95, thresholds_[level_] + kMargin)) {
         if (!above_) {
             above_ = true;
             above_since_ = now;
-        } else if (now - above_since_ >= kRelease) {
+        } else if (now - above_since_ >= release_[level_]) {
+            undone_at_[level_] = now;
             --level_;
             changed = true;
             above_since_ = now;  // the next one waits as long again

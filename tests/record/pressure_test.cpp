@@ -116,3 +116,41 @@ TEST_CASE("pressure: dropping stops as soon as there is room, grades are undone 
     g.update(0.9, t += 300ms);
     CHECK(g.level() == 1);
 }
+
+TEST_CASE("pressure: a grade that comes back soon after it was undone waits twice as long to be undone again",
+          "[pressure]") {
+    PressureGrader g(dwarf_z());
+    auto t = PressureGrader::Clock::time_point{} + 100s;
+    g.update(below(g, 1), t += 1ms);
+    REQUIRE(g.level() == 1);
+    CHECK(g.release_after(1) == PressureGrader::kRelease);
+    // Undone after kRelease of room, then needed again at once: the next wait is 2 s.
+    g.update(0.9, t += 1ms);
+    g.update(0.9, t += 1001ms);
+    REQUIRE(g.level() == 0);
+    g.update(below(g, 1), t += 500ms);
+    REQUIRE(g.level() == 1);
+    CHECK(g.release_after(1) == 2 * PressureGrader::kRelease);
+    g.update(0.9, t += 1ms);
+    g.update(0.9, t += 1500ms);
+    CHECK(g.level() == 1);  // a second of room is no longer enough
+    g.update(0.9, t += 600ms);
+    REQUIRE(g.level() == 0);
+    // Each flap doubles it, up to kMaxRelease.
+    for (int i = 0; i < 6; ++i) {
+        g.update(below(g, 1), t += 1ms);
+        g.update(0.9, t += 1ms);
+        g.update(0.9, t += PressureGrader::kMaxRelease + 1ms);
+        REQUIRE(g.level() == 0);
+    }
+    g.update(below(g, 1), t += 1ms);
+    CHECK(g.release_after(1) == PressureGrader::kMaxRelease);
+    // Needed again only after a calm stretch: the usual wait.
+    g.update(0.9, t += 1ms);
+    g.update(0.9, t += PressureGrader::kMaxRelease + 1ms);
+    REQUIRE(g.level() == 0);
+    g.update(0.9, t += PressureGrader::kFlapWindow + 1s);
+    g.update(below(g, 1), t += 1ms);
+    REQUIRE(g.level() == 1);
+    CHECK(g.release_after(1) == PressureGrader::kRelease);
+}
