@@ -21,6 +21,7 @@ struct StagingBuffer {
     uint32_t index;
     std::byte* data;
     size_t len;  // bytes filled
+    uint32_t samples = 0;  // PERF_RECORD_SAMPLEs in it, as the reader committed them
 };
 
 class StagingPool {
@@ -35,9 +36,10 @@ public:
     // Free space in the current buffer, taking a free buffer if there is no current one.
     // Empty when every buffer is full or being written: the caller leaves the rest in the ring.
     std::span<std::byte> writable();
-    // Marks n bytes of writable() as filled, ending at a record boundary; a buffer that becomes full
-    // moves to the ready queue.
-    void commit(size_t n);
+    // Marks n bytes of writable() as filled, ending at a record boundary, `samples` of them samples
+    // (counted where the reader walks the headers anyway: -z's encoder would otherwise walk them
+    // again, cache-cold, in another thread); a buffer that becomes full moves to the ready queue.
+    void commit(size_t n, uint32_t samples = 0);
     // The next record does not fit in what is left of the current buffer: pads the rest and queues it.
     void pad_current();
     // Pads the current buffer up to the next 4 KiB boundary, so that a partial write of it keeps the
@@ -82,6 +84,7 @@ private:
     std::vector<std::byte*> buffers_;
     std::vector<uint32_t> free_;   // stack; capacity reserved up front
     std::vector<uint32_t> ready_;  // circular queue of full buffers
+    std::vector<uint32_t> samples_;  // per buffer, since it was last taken
     size_t ready_head_ = 0;
     size_t ready_count_ = 0;
     std::optional<uint32_t> current_;

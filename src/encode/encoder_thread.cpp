@@ -7,8 +7,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "ringcap/records.hpp"
-
 namespace ringcap {
 
 uint64_t compression_memory(int level, size_t staging_buffers, size_t staging_bytes) {
@@ -70,9 +68,9 @@ void EncoderThread::run() {
         if (stop_.load(std::memory_order_acquire)) return;
         Slot& s = slots_[next % slots_.size()];
         try {
-            // Counted here, off the drain path: which file a frame lands in is only known when the
-            // collector places it (per-file sample counts with rotation).
-            s.samples = count_records(s.in.data, s.in.len, PERF_RECORD_SAMPLE);
+            // Counted by the reader as it staged them; the collector adds them up as it places the
+            // frame (which file a frame lands in is only known then: per-file counts with rotation).
+            s.samples = s.in.samples;
             encoder_.set_level(level_.load(std::memory_order_relaxed));
             s.records = encoder_.compress({s.in.data, s.in.len}, s.area.get());
         } catch (const std::exception& e) {

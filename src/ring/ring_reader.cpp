@@ -295,7 +295,9 @@ DrainResult RingReader::drain(StagingPool& staging) {
             complete = false;
             break;
         }
+        const uint64_t samples_before = counters_.samples;
         const uint64_t end = account(pos, pos + std::min<uint64_t>(head - pos, space.size()), head);
+        const auto samples = uint32_t(counters_.samples - samples_before);
         if (end == pos) {
             // The next record does not fit in what is left of this buffer (an empty buffer holds any
             // record: buffers are at least kMinBufferBytes).
@@ -305,9 +307,9 @@ DrainResult RingReader::drain(StagingPool& staging) {
         }
         if (stacks_.empty() && period_changes_.empty()) {
             copy_out(pos, space.data(), end - pos);
-            staging.commit(end - pos);
+            staging.commit(end - pos, samples);
         } else if (const uint64_t out = copy_shaped(pos, space.data(), end - pos); out > 0) {
-            staging.commit(out);
+            staging.commit(out, samples);
         }
         pos = end;
     }

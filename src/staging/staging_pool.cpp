@@ -19,6 +19,7 @@ StagingPool::StagingPool(size_t buffer_size, size_t count) : buffer_size_(buffer
     buffers_.reserve(count);
     free_.reserve(count);
     ready_.assign(count, 0);
+    samples_.assign(count, 0);
     for (size_t i = 0; i < count; ++i) {
         void* p = mi_malloc_aligned(buffer_size, kStagingAlign);
         if (!p) {
@@ -52,13 +53,15 @@ std::span<std::byte> StagingPool::writable() {
         current_ = free_.back();
         free_.pop_back();
         fill_ = 0;
+        samples_[*current_] = 0;
     }
     return {buffers_[*current_] + fill_, buffer_size_ - fill_};
 }
 
-void StagingPool::commit(size_t n) {
+void StagingPool::commit(size_t n, uint32_t samples) {
     assert(current_ && fill_ + n <= buffer_size_);
     fill_ += n;
+    samples_[*current_] += samples;
     bytes_committed_ += n;
     if (fill_ == buffer_size_) {
         ready_[(ready_head_ + ready_count_) % ready_.size()] = *current_;
@@ -110,18 +113,18 @@ StagingBuffer StagingPool::pop_ready() {
     uint32_t idx = ready_[ready_head_];
     ready_head_ = (ready_head_ + 1) % ready_.size();
     --ready_count_;
-    return {idx, buffers_[idx], buffer_size_};
+    return {idx, buffers_[idx], buffer_size_, samples_[idx]};
 }
 
 StagingBuffer StagingPool::peek_ready() const {
     assert(ready_count_ > 0);
     const uint32_t idx = ready_[ready_head_];
-    return {idx, buffers_[idx], buffer_size_};
+    return {idx, buffers_[idx], buffer_size_, samples_[idx]};
 }
 
 std::optional<StagingBuffer> StagingPool::take_partial() {
     if (!current_ || fill_ == 0) return std::nullopt;
-    StagingBuffer b{*current_, buffers_[*current_], fill_};
+    StagingBuffer b{*current_, buffers_[*current_], fill_, samples_[*current_]};
     current_.reset();
     fill_ = 0;
     return b;

@@ -138,6 +138,7 @@ struct Sink {
     }
     void take(const StagingBuffer& b) {
         if (raw) put(stream, b.data, b.len);
+        uint32_t samples = 0;
         for (size_t off = 0; !raw && off < b.len;) {
             perf_event_header h;
             std::memcpy(&h, b.data + off, sizeof h);
@@ -145,8 +146,11 @@ struct Sink {
             REQUIRE(off + h.size <= b.len);  // no record runs past its buffer
             if (h.type == kRecordPadding) ++paddings;
             else put(stream, b.data + off, h.size);
+            samples += h.type == PERF_RECORD_SAMPLE;
             off += h.size;
         }
+        // The reader counts the samples it stages (-z's encoder takes that count for the file's).
+        if (!raw) CHECK(b.samples == samples);
         pool.release(b.index);
     }
     StagingPool pool;

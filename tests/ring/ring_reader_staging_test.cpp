@@ -21,16 +21,18 @@ TEST_CASE("RingReader: staging backpressure copies only whole records and resume
     }
     const size_t room = 3000;
     Bytes filler;
+    uint32_t filler_samples = 0;
     while (filler.size() < kMinBufferBytes - room) {
         const size_t left = kMinBufferBytes - room - filler.size();
         Bytes f = sample(9, std::min<size_t>(left - 16, 1000) & ~size_t(7));
         put(filler, f.data(), f.size());
+        ++filler_samples;
     }
     REQUIRE(filler.size() == kMinBufferBytes - room);
     {
         auto w = sink.pool.writable();
         std::memcpy(w.data(), filler.data(), filler.size());
-        sink.pool.commit(filler.size());
+        sink.pool.commit(filler.size(), filler_samples);
     }
 
     Bytes produced;

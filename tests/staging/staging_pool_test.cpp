@@ -304,3 +304,26 @@ TEST_CASE("StagingPool take_partial returns the current buffer, or nothing", "[s
     CHECK(pool.has_ready());
     CHECK_FALSE(pool.take_partial().has_value());
 }
+
+TEST_CASE("StagingPool: each buffer carries the samples committed into it, from zero when it is taken again",
+          "[staging]") {
+    StagingPool pool(B, 2);
+    pool.writable();
+    pool.commit(100, 3);
+    pool.commit(B - 100, 4);
+    const StagingBuffer full = pool.pop_ready();
+    CHECK(full.samples == 7);
+    pool.writable();
+    pool.commit(200, 2);
+    auto partial = pool.take_partial();
+    REQUIRE(partial);
+    CHECK(partial->samples == 2);
+    CHECK(partial->len == 200);
+    pool.release(full.index);
+    pool.release(partial->index);
+    // A reused buffer starts its count again; padding and appended records are not samples.
+    pool.writable();
+    pool.commit(64, 1);
+    pool.pad_current();
+    CHECK(pool.peek_ready().samples == 1);
+}
