@@ -12,7 +12,8 @@
 //            when headroom is almost gone (kDropBelow) whatever else is engaged, until there is room
 //            again (kDropUntil): the kernel would drop whole records of every kind instead, the
 //            process and mapping records among them
-// A grade is engaged when headroom falls below its level, and undone, one at a time and in reverse
+// A grade is engaged when headroom falls below its level (every such grade at once, the lower
+// frequencies one at a time), and undone, one at a time and in reverse
 // order, once headroom has stayed above that level plus a margin for kRelease. A grade that has to
 // come back soon after it was undone (within kFlapWindow) waits twice as long before it is undone
 // again, up to kMaxRelease: an output that only keeps up at that grade would otherwise swing in and

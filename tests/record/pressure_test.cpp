@@ -61,7 +61,12 @@ TEST_CASE("pressure: grades engage as headroom falls, a lower frequency only whe
     CHECK(g.update(below(g, 1), t));  // the first grade at once
     CHECK(g.level() == 1);
     CHECK(g.grade().zstd_level == -1);
-    // Lower: one grade per update, through the cuts, up to the first frequency step.
+    // Lower: every grade below which headroom is, in one update, up to the first frequency step
+    // (one pass can take an eighth of staging: a grade per pass comes too late).
+    CHECK(g.update(below(g, 6), t += 1ms));
+    CHECK(g.level() == 5);
+    CHECK(g.engaged()[2] == 1);
+    CHECK(g.engaged()[4] == 1);
     for (int i = 0; i < 10; ++i) g.update(below(g, 6), t += 1ms);
     CHECK(g.level() == 5);
     CHECK(g.grade().cut_bytes == 1024);
