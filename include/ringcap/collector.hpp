@@ -235,7 +235,7 @@ private:
     void send_ready();
     // collector_pressure.cpp: after each pass, the headroom to the grader, and its grade applied.
     double headroom() const;
-    void grade_pass();
+    bool grade_pass();  // true when the grade changed
     void apply_grade(const Grade& g);
     void set_rate(unsigned shift);
     // Progress of request_flush(): done once the encoder gave back every buffer handed over

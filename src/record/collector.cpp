@@ -334,8 +334,11 @@ StopCause Collector::run() {
         send_ready();
         loop_->run_once(*this, true);
         control_.before_pass();
-        const bool complete = pass();
-        if (grader_) grade_pass();
+        bool complete = pass();
+        // Dropping just engaged on a pass that ran out of staging: pass again now. Dropped samples
+        // need no staging, and the next wake-up may come only once a ring is full, when the kernel
+        // drops whole records of every kind instead.
+        if (grader_ && grade_pass() && !complete && applied_.drop) complete = pass();
         if (tick_ && complete) flush_idle_staging();
         tick_ = false;
         control_.after_pass(complete);

@@ -22,10 +22,12 @@ double Collector::headroom() const {
     return h;
 }
 
-void Collector::grade_pass() {
+bool Collector::grade_pass() {
     const double h = headroom();
     pressure_.headroom = h;
-    if (grader_->update(h, PressureGrader::Clock::now())) apply_grade(grader_->grade());
+    if (!grader_->update(h, PressureGrader::Clock::now())) return false;
+    apply_grade(grader_->grade());
+    return true;
 }
 
 void Collector::apply_grade(const Grade& g) {
