@@ -12,11 +12,15 @@
  *   benchtool work ITERATIONS
  *       a fixed amount of CPU work (a loop through a small call chain, as a profiled program has);
  *       prints the seconds it took (the workload's own slowdown under a collector).
- *   benchtool floor FREQ -- COMMAND [ARGS...]
+ *   benchtool floor FREQ [--ring PAGES] -- COMMAND [ARGS...]
  *       the kernel's own sampling cost, which every collector pays: cpu-clock at FREQ Hz on every
  *       CPU with what --call-graph dwarf asks of each sample (kernel call chain, user registers,
  *       8 KiB user stack), but no ring, so the kernel prepares each sample and then has nowhere to
  *       put it. Runs COMMAND under it and exits with its exit code.
+ *       With --ring, each CPU's event gets a ring of PAGES data pages that wakes at a quarter (as
+ *       ringcap's), and this process frees every ring each millisecond without reading it: the
+ *       kernel also writes every sample (its 8 KiB stack copy included) and wakes a reader, and
+ *       the reader costs next to nothing. What a collector adds above that is its own.
  *   benchtool pingpong SECONDS
  *       two processes bounce one byte over a pair of pipes (a context-switch storm) until
  *       killed or for at most SECONDS; prints the number of round trips to stdout at the end.
@@ -29,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -150,8 +155,14 @@ static int cmd_pingpong(int argc, char** argv) {
 }
 
 static int cmd_floor(int argc, char** argv) {
-    if (argc < 5 || strcmp(argv[3], "--") != 0) {
-        fprintf(stderr, "usage: benchtool floor FREQ -- COMMAND [ARGS...]\n");
+    unsigned long ring_pages = 0;
+    int at = 3; /* the "--" */
+    if (argc > 5 && strcmp(argv[3], "--ring") == 0) {
+        ring_pages = strtoul(argv[4], NULL, 10);
+        at = 5;
+    }
+    if (argc < at + 2 || strcmp(argv[at], "--") != 0 || (at == 5 && (ring_pages == 0 || (ring_pages & (ring_pages - 1))))) {
+        fprintf(stderr, "usage: benchtool floor FREQ [--ring PAGES (a power of two)] -- COMMAND [ARGS...]\n");
         return 2;
     }
     struct perf_event_attr a;
@@ -169,24 +180,49 @@ static int cmd_floor(int argc, char** argv) {
     a.sample_regs_user = 0xff0fffULL; /* perf's x86_64 user registers for dwarf unwinding */
     a.sample_stack_user = 8192;
 #endif
+    if (ring_pages) {
+        a.watermark = 1;
+        a.wakeup_watermark = (unsigned)(ring_pages * 4096 / 4);
+    }
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    struct perf_event_mmap_page** rings = calloc((size_t)ncpu, sizeof *rings);
+    if (!rings) { perror("benchtool: calloc"); return 2; }
     for (long cpu = 0; cpu < ncpu; ++cpu) {
-        /* Left open for the life of the process: the events run until it exits. */
-        if (syscall(SYS_perf_event_open, &a, -1, (int)cpu, -1, 0) < 0) {
+        /* Left open (and mapped) for the life of the process: the events run until it exits. */
+        int fd = (int)syscall(SYS_perf_event_open, &a, -1, (int)cpu, -1, 0);
+        if (fd < 0) {
             fprintf(stderr, "benchtool: perf_event_open on cpu %ld: %s\n", cpu, strerror(errno));
             return 2;
+        }
+        if (ring_pages) {
+            void* m = mmap(NULL, (ring_pages + 1) * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            if (m == MAP_FAILED) {
+                fprintf(stderr, "benchtool: mmap of %lu pages on cpu %ld: %s\n", ring_pages, cpu, strerror(errno));
+                return 2;
+            }
+            rings[cpu] = m;
         }
     }
     pid_t pid = fork();
     if (pid < 0) { perror("benchtool: fork"); return 2; }
     if (pid == 0) {
-        execvp(argv[4], argv + 4);
-        fprintf(stderr, "benchtool: exec %s: %s\n", argv[4], strerror(errno));
+        execvp(argv[at + 1], argv + at + 1);
+        fprintf(stderr, "benchtool: exec %s: %s\n", argv[at + 1], strerror(errno));
         _exit(127);
     }
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR) { perror("benchtool: waitpid"); return 2; }
+    for (;;) {
+        pid_t w = waitpid(pid, &status, ring_pages ? WNOHANG : 0);
+        if (w == pid) break;
+        if (w < 0 && errno != EINTR) { perror("benchtool: waitpid"); return 2; }
+        if (!ring_pages) continue;
+        /* Free every ring unread. ACQUIRE/RELEASE as a reader's: nothing is read, but the order is
+         * the documented one. */
+        for (long cpu = 0; cpu < ncpu; ++cpu)
+            __atomic_store_n(&rings[cpu]->data_tail, __atomic_load_n(&rings[cpu]->data_head, __ATOMIC_ACQUIRE),
+                             __ATOMIC_RELEASE);
+        const struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
     }
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
@@ -197,6 +233,6 @@ int main(int argc, char** argv) {
     if (argc >= 2 && strcmp(argv[1], "pingpong") == 0) return cmd_pingpong(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "work") == 0) return cmd_work(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "floor") == 0) return cmd_floor(argc, argv);
-    fprintf(stderr, "usage: benchtool run RESULT -- CMD... | spin SECONDS | pingpong SECONDS | work ITERATIONS | floor FREQ -- CMD...\n");
+    fprintf(stderr, "usage: benchtool run RESULT -- CMD... | spin SECONDS | pingpong SECONDS | work ITERATIONS | floor FREQ [--ring PAGES] -- CMD...\n");
     return 2;
 }

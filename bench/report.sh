@@ -91,8 +91,12 @@ per_sample() {  # per_sample WL: medians of bytes/sample and cpu_s/sample per to
             for (i = 2; i <= n; i++) { t = a[i]; j = i - 1; while (j >= 1 && a[j] > t) { a[j+1] = a[j]; j-- } a[j+1] = t }
             return (n % 2) ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
         }
-        $1 == wl && $12 == 1 && $5 > 0 { t = $2; k = ++n[t]; B[t, k] = $10 / $5; C[t, k] = 1e6 * $8 / $5 }
+        $1 == wl && $12 == 1 && $5 > 0 { t = $2; k = ++n[t]; B[t, k] = $10 / $5; C[t, k] = 1e6 * $8 / $5; R[t, $3] = C[t, k] }
         END {
+            # Run r of each tool ran back to back (run_workload): their ratio cancels the drift of
+            # this machine between minutes, which the medians of each tool do not.
+            for (r = 1; (("perf", r) in R) || (("ringcap", r) in R); r++)
+                if ((("perf", r) in R) && (("ringcap", r) in R) && R["perf", r] > 0) { q[++nq] = R["ringcap", r] / R["perf", r]; ql = ql sprintf(" %.2f", q[nq]) }
             for (ti = split("perf ringcap", T, " "); ti >= 1; ti--) {
                 t = T[ti]; if (!n[t]) continue
                 for (k = 1; k <= n[t]; k++) { b[k] = B[t, k]; c[k] = C[t, k] }
@@ -101,6 +105,10 @@ per_sample() {  # per_sample WL: medians of bytes/sample and cpu_s/sample per to
             if (n["perf"] && n["ringcap"])
                 printf "  per captured sample (medians of each run): bytes perf %.1f, ringcap %.1f (ratio %.3f); CPU us perf %.2f, ringcap %.2f (ratio %.3f)\n",
                     mb["perf"], mb["ringcap"], mb["ringcap"] / mb["perf"], mc["perf"], mc["ringcap"], mc["ringcap"] / mc["perf"]
+            if (nq) {
+                for (i = 1; i <= nq; i++) qs[i] = q[i]
+                printf "  CPU per captured sample, ringcap / perf of the same run (back to back):%s; median %.3f, worst %.3f\n", ql, median(qs, nq), qs[nq]
+            }
         }' "$RESULTS"
 }
 

@@ -13,8 +13,9 @@
 #    synthetic benchmark with -z: what one collector compresses, and the ratio, 14 = 7 with the
 #    output disk throttled to THROTTLE_MBPS (200) MB/s for both tools (cgroup io.max or blkio),
 #    15 the workload's own slowdown: fixed CPU work on every CPU, timed alone, under the kernel's
-#    sampling alone (no ring), under perf record and under ringcap record, -F 10000 --call-graph
-#    dwarf, with and without -z, 16 idle
+#    sampling alone (no ring), under the kernel's sampling and writing into rings read at no cost,
+#    under perf record and under ringcap record, -F 10000 --call-graph dwarf, with and without -z,
+#    16 idle
 #    IDLE_SECONDS (60) at -a -F 100: each thread's wake-ups per second and CPU, perf beside ringcap,
 #    17 a LONG_MINUTES (10) ringcap capture at -F 100 with --switch-output=1m: CPU, peak RSS, every
 #    file read by perf; both in bench/idle.sh), 18 the flight recorder at 10 kHz dwarf on busy
