@@ -149,7 +149,9 @@ void SyntheticSource::open(std::vector<perf_event_attr>& attrs, size_t data_page
 
 void SyntheticSource::enable() {
     stop_.store(false, std::memory_order_relaxed);
-    for (unsigned t = 0; t < std::min<unsigned>(cfg_.threads, cfg_.rings); ++t)
+    producer_threads_ = std::min<unsigned>(cfg_.threads, cfg_.rings);
+    finished_threads_.store(0, std::memory_order_relaxed);
+    for (unsigned t = 0; t < producer_threads_; ++t)
         threads_.emplace_back([this, t] { produce(t); });
 }
 
@@ -196,11 +198,17 @@ void SyntheticSource::produce(unsigned thread) {
     }
     const uint64_t t0 = now_ns();
     uint64_t next_tick = t0;
+    bool finished = false;
     while (!stop_.load(std::memory_order_relaxed)) {
         const uint64_t now = now_ns();
         bool wrote_any = false;
         uint64_t lowest = UINT64_MAX;
         for (const Producer* r : mine) lowest = std::min(lowest, r->written);
+        if (cfg_.samples_per_ring && !finished && lowest >= cfg_.samples_per_ring) {
+            finished = true;
+            // RELEASE: the counts and records are written before all_offered() says so.
+            finished_threads_.fetch_add(1, std::memory_order_release);
+        }
         for (Producer* r : mine) {
             // Acquire pairs with the reader's release store of data_tail: the bytes it has released
             // are no longer read, so we may overwrite them (the kernel's smp_mb after reading tail).

@@ -77,6 +77,11 @@ public:
     uint64_t offered() const;
     uint64_t written() const;
     uint64_t dropped() const;  // also while running (a relaxed count that only grows)
+    // With samples_per_ring: every producer has offered all its samples (also while running; a
+    // test stops its record then instead of guessing a duration).
+    bool all_offered() const {
+        return producer_threads_ > 0 && finished_threads_.load(std::memory_order_acquire) == producer_threads_;
+    }
 
 private:
     struct Producer;
@@ -90,6 +95,8 @@ private:
     std::vector<Producer> producers_;  // one per ring
     std::vector<std::thread> threads_;
     std::atomic<bool> stop_{false};
+    unsigned producer_threads_ = 0;  // set by enable(), before the threads start
+    std::atomic<unsigned> finished_threads_{0};
 };
 
 }  // namespace ringcap
