@@ -108,6 +108,7 @@ perf_event_attr synthetic_attr(const SyntheticConfig& cfg, const SamplingConfig&
 SyntheticSource::SyntheticSource(const SyntheticConfig& cfg, uint64_t first_id)
     : cfg_(cfg), first_id_(first_id), specs_{synthetic_event()} {
     if (cfg_.threads == 0) cfg_.threads = 1;
+    producer_threads_ = std::min<unsigned>(cfg_.threads, cfg_.rings);
 }
 
 SyntheticSource::~SyntheticSource() { disable(); }
@@ -149,7 +150,6 @@ void SyntheticSource::open(std::vector<perf_event_attr>& attrs, size_t data_page
 
 void SyntheticSource::enable() {
     stop_.store(false, std::memory_order_relaxed);
-    producer_threads_ = std::min<unsigned>(cfg_.threads, cfg_.rings);
     finished_threads_.store(0, std::memory_order_relaxed);
     for (unsigned t = 0; t < producer_threads_; ++t)
         threads_.emplace_back([this, t] { produce(t); });

@@ -95,7 +95,7 @@ private:
     std::vector<Producer> producers_;  // one per ring
     std::vector<std::thread> threads_;
     std::atomic<bool> stop_{false};
-    unsigned producer_threads_ = 0;  // set by enable(), before the threads start
+    unsigned producer_threads_ = 0;  // set at construction: all_offered() reads it from any thread
     std::atomic<unsigned> finished_threads_{0};
 };
 
