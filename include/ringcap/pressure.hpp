@@ -13,12 +13,12 @@
 //            again (kDropUntil): the kernel would drop whole records of every kind instead, the
 //            process and mapping records among them
 // A grade is engaged when headroom falls below its level (every such grade at once, the lower
-// frequencies one at a time), and undone, one at a time and in reverse
-// order, once headroom has stayed above that level plus a margin for kRelease. A grade that has to
-// come back soon after it was undone (within kFlapWindow) waits twice as long before it is undone
-// again, up to kMaxRelease: an output that only keeps up at that grade would otherwise swing in and
-// out of it, and each swing fills staging again from a lower start. Pure logic: the
-// collector applies what grade() says (readers, encoder, event periods) and counts it. The ring
+// frequencies one at a time), and undone, one at a time and in reverse order, once headroom has
+// stayed above that level plus a margin for kRelease. A grade that has to come back soon after it
+// was undone (within kFlapWindow) waits twice as long before it is undone again, up to
+// kMaxRelease: an output that only keeps up at that grade would otherwise swing in and out of it,
+// and each swing fills staging again from a lower start. Pure logic: the collector applies what
+// grade() says (readers, encoder, event periods) and counts it. The ring
 // holds samples whole while it can: cuts apply to a ring more than half full (to every sample from
 // the shortest cut on: Grade::cut_all), drops to the samples of a ring more than three quarters full
 // that find no room in staging (Collector::pass).
