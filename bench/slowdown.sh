@@ -57,6 +57,11 @@ slowdown_workload() {
                     fl = fl sprintf(" %.0f", 100 * f[r])
                     kl = kl sprintf(" %.0f", 100 * k[r])
                 }
+                lo = hi = t["none", 1]; neg = 0
+                for (r = 1; r <= runs; r++) {
+                    if (t["none", r] < lo) lo = t["none", r]; if (t["none", r] > hi) hi = t["none", r]
+                    if (f[r] < 0 || k[r] < 0 || p[r] < 0 || g[r] < 0) neg++
+                }
                 mp = median(p, runs); mg = median(g, runs)
                 mpa = median(pa, runs); mga = median(ga, runs)
                 mpk = median(pk, runs); mgk = median(gk, runs); mk = median(k, runs)
@@ -68,6 +73,12 @@ slowdown_workload() {
                     z, kl, 100 * mpk, 100 * mgk, (mpk > 0 ? mgk / mpk : 0)
                 printf "  %s: a collector that cost nothing would be at %.2f of perf'"'"'s slowdown here (median ring floor / median perf)\n",
                     z, (mp > 0 ? mk / mp : 0)
+                # Every figure above is a difference of a few points between runs of the same work:
+                # the work alone varying more than that, or sampled work running faster than the work
+                # alone, means the machine was not quiet (a build, a noisy host).
+                printf "  %s: the work alone took %.2f-%.2f s between runs (%.0f %% apart); %d run(s) with sampled work faster than the work alone%s\n",
+                    z, lo, hi, 100 * (hi / lo - 1), neg,
+                    (hi > 1.1 * lo || neg > 0 ? ": the machine was not quiet, these figures decide nothing" : "")
             }' "$WORK/slow.tsv"
     done
 }
