@@ -56,10 +56,8 @@ slowdown_workload() {
                     line = line sprintf(" %.0f/%.0f", 100 * p[r], 100 * g[r])
                     fl = fl sprintf(" %.0f", 100 * f[r])
                     kl = kl sprintf(" %.0f", 100 * k[r])
-                }
-                lo = hi = t["none", 1]; neg = 0
-                for (r = 1; r <= runs; r++) {
-                    if (t["none", r] < lo) lo = t["none", r]; if (t["none", r] > hi) hi = t["none", r]
+                    if (r == 1 || t["none", r] < lo) lo = t["none", r]
+                    if (r == 1 || t["none", r] > hi) hi = t["none", r]
                     if (f[r] < 0 || k[r] < 0 || p[r] < 0 || g[r] < 0) neg++
                 }
                 mp = median(p, runs); mg = median(g, runs)
