@@ -5,8 +5,8 @@
 #        (complete), the samples lost over the whole record, the dump's span and its samples;
 #        ringcap's CPU from 5 s to SECONDS-12 (no dump yet) and its peak RSS (VmHWM) against the
 #        window's compressed size;
-#     2. ringcap -z to a file, same load: its CPU over the same stretch, against the flight
-#        recorder's, in the order flight, -z, -z, flight (the last one without a dump);
+#     2. a flight recorder (no dump) and ringcap -z to a file side by side on the same load, FLIGHT_ROUNDS
+#        (3) times: the CPU of each over the same stretch;
 #     3. the share of each capture's busy-loop samples that perf resolves to a symbol.
 # PERF, RINGCAP, BENCHTOOL (bench/benchtool.c, built) and WORK (a scratch directory) from the environment.
 set -euo pipefail
@@ -28,8 +28,8 @@ resolved_share() {
 echo "workload 18: flight recorder, both CPUs busy, -a -F 10000 --call-graph dwarf, ${SECONDS_RUN} s"
 dir="$WORK/flight"
 rm -rf "$dir" && mkdir -p "$dir"
-"$BT" spin $((4 * SECONDS_RUN + 30)) & s1=$!
-"$BT" spin $((4 * SECONDS_RUN + 30)) & s2=$!
+"$BT" spin $(((${FLIGHT_ROUNDS:-3} + 2) * SECONDS_RUN + 30)) & s1=$!
+"$BT" spin $(((${FLIGHT_ROUNDS:-3} + 2) * SECONDS_RUN + 30)) & s2=$!
 trap 'kill $s1 $s2 2>/dev/null || true' EXIT
 sleep 0.5
 
@@ -64,29 +64,41 @@ print("  peak RSS %.1f MiB before the dump, %.1f MiB after it; window x 1.25 + 6
 EOF
 fr_cpu=$(( c1 - c0 ))
 
-# 2. -z to a file, the same stretch; then -z again and a flight recorder without a dump (ABBA: this
-# VM's speed drifts by tens of percent between minutes, and a drift that is linear cancels out).
-# cpu_of ARGS...: ringcap's CPU ticks from 5 s to SECONDS-12 of a record with ARGS.
-cpu_of() {
-    local out=$1 pid c0 c1
-    shift
-    "$RINGCAP" record -q -a -F 10000 --call-graph dwarf "$@" -o "$out" -- sleep "$SECONDS_RUN" >"$out.log" 2>&1 &
-    pid=$!
+# 2. CPU without dumps against -z to a file: both at once, on the same load, ROUNDS times. This VM's
+# speed moves by tens of percent from one minute to the next (and ABBA orders of separate runs still
+# disagreed between series), so the two are measured side by side over the same seconds; each also
+# samples the other, which is the same for both.
+# pair_cpu: "FLIGHT Z" CPU ticks of each from 5 s to SECONDS-12.
+pair_cpu() {
+    local a b a0 b0 a1 b1
+    "$RINGCAP" record -q -a -F 10000 --call-graph dwarf --flight-recorder=30s -o "$dir/fr2.data" \
+        -- sleep "$SECONDS_RUN" >"$dir/fr2.log" 2>&1 &
+    a=$!
+    "$RINGCAP" record -q -a -F 10000 --call-graph dwarf -z -o "$dir/z.data" -- sleep "$SECONDS_RUN" >"$dir/z.log" 2>&1 &
+    b=$!
     sleep 5
-    c0=$(cpu_ticks "$pid")
+    a0=$(cpu_ticks "$a") b0=$(cpu_ticks "$b")
     sleep $((SECONDS_RUN - 17))
-    c1=$(cpu_ticks "$pid")
-    kill -INT "$pid"
-    wait "$pid" || echo "  ! ringcap $* exited with status $?" >&2
-    echo $((c1 - c0))
+    a1=$(cpu_ticks "$a") b1=$(cpu_ticks "$b")
+    kill -INT "$a" "$b"
+    wait "$a" || echo "  ! ringcap --flight-recorder exited with status $?" >&2
+    wait "$b" || echo "  ! ringcap -z exited with status $?" >&2
+    echo "$((a1 - a0)) $((b1 - b0))"
 }
-z1=$(cpu_of "$dir/z.data" -z)
-z2=$(cpu_of "$dir/z2.data" -z)
-fr2=$(cpu_of "$dir/fr2.data" --flight-recorder=30s)
-rm -f "$dir"/z2.data* "$dir"/fr2.data*
-awk -v a="$fr_cpu" -v b="$z1" -v c="$z2" -v d="$fr2" -v hz="$TICK" -v s=$((SECONDS_RUN - 17)) 'BEGIN {
-    printf "  CPU over %d s, in the order run: flight recorder %.2f s, -z to a file %.2f s, -z %.2f s, flight recorder %.2f s\n", s, a / hz, b / hz, c / hz, d / hz
-    printf "  CPU flight recorder / -z to a file: %.2f (sums of the two runs each)\n", (b + c) ? (a + d) / (b + c) : 0 }'
+pairs=()
+for _ in $(seq 1 "${FLIGHT_ROUNDS:-3}"); do
+    rm -f "$dir"/fr2.data* "$dir"/z.data
+    pairs+=("$(pair_cpu)")
+done
+rm -f "$dir"/fr2.data*
+printf '%s\n' "${pairs[@]}" | awk -v hz="$TICK" -v s=$((SECONDS_RUN - 17)) -v alone="$fr_cpu" '
+    { f[NR] = $1; z[NR] = $2; r[NR] = $2 ? $1 / $2 : 0; line = line sprintf(" %.2f/%.2f", $1 / hz, $2 / hz); rl = rl sprintf(" %.2f", r[NR]) }
+    END {
+        for (i = 2; i <= NR; i++) { t = r[i]; j = i - 1; while (j >= 1 && r[j] > t) { r[j+1] = r[j]; j-- } r[j+1] = t }
+        printf "  CPU over %d s, the flight recorder alone (before its dump): %.2f s\n", s, alone / hz
+        printf "  CPU over %d s, flight recorder and -z to a file side by side, per round (s):%s\n", s, line
+        printf "  CPU flight recorder / -z to a file, per round:%s; median %.2f\n", rl, (NR % 2) ? r[(NR+1)/2] : (r[NR/2] + r[NR/2+1]) / 2
+    }'
 
 # 3. What perf resolves (the load stopped first: perf report has work of its own).
 kill $s1 $s2 2>/dev/null || true

@@ -425,7 +425,8 @@ fi
 
 if want 18; then
     echo
-    PERF="$PERF" RINGCAP="$RINGCAP" BENCHTOOL="$BT" WORK="$WORK" "$HERE/flight.sh" "$([ "$QUICK" = 1 ] && echo 25 || echo 45)" ||
+    FLIGHT_ROUNDS=$([ "$QUICK" = 1 ] && echo 1 || echo 3) \
+        PERF="$PERF" RINGCAP="$RINGCAP" BENCHTOOL="$BT" WORK="$WORK" "$HERE/flight.sh" "$([ "$QUICK" = 1 ] && echo 25 || echo 45)" ||
         echo "  ! bench/flight.sh failed (exit $?)"
 fi
 
