@@ -355,8 +355,9 @@ void Session::write_start() {
     if (write_error_)
         throw Error("cannot write the start of '" + opts_.output + "': " + errno_text(write_error_) +
                     write_error_hint(write_error_));
-    // --max-size: now that the mapped files are known, the room their build-ids take.
-    if (opts_.max_size) limit_space(*space_, *output_);
+    // --max-size: now that the mapped files are known, the room their build-ids take. (A flight
+    // recorder's window is not the file: its dumps keep to --max-size each, see dump().)
+    if (opts_.max_size && !flight()) limit_space(*space_, *output_);
     // The streamer runs with the collectors: at their nice, or at the nice their encoders get when
     // they are real-time (it must never be).
     if (pipe_fd_ >= 0) {
