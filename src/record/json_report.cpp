@@ -1,5 +1,6 @@
 #include "ringcap/json_report.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <fcntl.h>
@@ -83,7 +84,8 @@ std::string summary_json(const RecordSummary& s, int exit_code, const std::strin
                              {"window_s", d.window_seconds},
                              {"start_time_ns", d.start_time},
                              {"end_time_ns", d.end_time},
-                             {"samples", d.samples >= 0 ? json(d.samples) : json(nullptr)}});
+                             {"samples", d.samples >= 0 ? json(d.samples) : json(nullptr)},
+                             {"kept", std::find(s.files.begin(), s.files.end(), d.path) != s.files.end()}});
         j["flight_recorder"] = {{"duration_s", f.duration_s}, {"size_bound", f.bound}, {"window_s", f.window_seconds},
                                 {"window_bytes", f.window_bytes}, {"shrunk", f.shrunk}, {"dumps", dumps}};
     } else {

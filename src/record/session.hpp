@@ -102,7 +102,7 @@ private:
     // Names a finished file as perf does (<out>.<YYYYmmddHHMMSScc>), keeps --switch-max-files.
     void name_finished(OutputFile& file, uint64_t data_size, std::optional<uint64_t> samples, const std::string& note = "");
     // --max-size: what must fit after the data (features, ids, LOST_SAMPLES, round markers).
-    uint64_t max_size_tail() const;
+    uint64_t max_size_tail(const FileOutput& out) const;
 
     // session_window.cpp: --flight-recorder (window_output.hpp)
     bool flight() const { return opts_.flight_recorder_s > 0; }
@@ -132,6 +132,7 @@ private:
     MainWake wake_plan(Clock::time_point now, Clock::time_point last_hotplug);
     uint64_t header_target();  // the data size the crash-safe header is kept at
     MainWake::Clock::duration quiet_spacing() const;  // rounds while little data comes
+    bool rounds_by_time() const;                       // a round every quiet_spacing(), new data or not
     void round();
     void follow_hotplug();
     bool replace_ring(size_t ring);

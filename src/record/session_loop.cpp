@@ -28,7 +28,7 @@ MainWake Session::wake_plan(Clock::time_point now, Clock::time_point last_hotplu
     w.round_pending = round_ != 0;
     w.new_bytes = space_->end() - round_data_;
     w.last_round = last_round_;
-    w.rounds_tick = rounds_tick_;
+    w.rounds_tick = rounds_by_time();
     w.quiet_spacing = quiet_spacing();
     w.duration_end = deadline_;
     if (opts_.live_status) w.status_due = last_status_ + kStatusEvery;
@@ -152,10 +152,29 @@ void Session::wait_for_stop() {
     }
 }
 
+bool Session::rounds_by_time() const {
+    // The collectors' quiet tick rides on the rounds; or a flight recorder's dumps keep to --max-size,
+    // and a marker must come every quiet_spacing() whether or not the last flush brought data (its
+    // compressed data reaches the window in bursts, at the collectors' tick or a round's flush).
+    return rounds_tick_ || (flight() && opts_.max_size);
+}
+
 MainWake::Clock::duration Session::quiet_spacing() const {
     // A flight recorder's window starts at round markers: a twentieth of its duration apart at most.
     if (!flight()) return rounds_tick_ ? MainWake::quiet_spacing_for(quiet_rate_) : MainWake::kQuietSpacing;
-    const auto d = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts_.flight_recorder_s) / 20);
+    auto d = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts_.flight_recorder_s) / 20);
+    // With --max-size a dump starts at the oldest marker from which it fits: markers about an eighth
+    // of the bound apart, at the rate the window grew between the last two. (Compressed data reaches
+    // the window in bursts that rounds flush: counting bytes as they come would not bring a round.)
+    if (opts_.max_size && marks_.size() >= 2) {
+        const WindowMark& a = marks_[marks_.size() - 2];
+        const WindowMark& b = marks_.back();
+        const double secs = std::chrono::duration<double>(b.at - a.at).count();
+        if (b.offset > a.offset && secs > 0) {
+            const double rate = double(b.offset - a.offset) / secs;
+            d = std::min(d, std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(double(opts_.max_size) / 8 / rate)));
+        }
+    }
     return std::clamp<Clock::duration>(d, MainWake::kRoundSpacing, MainWake::kQuietSpacing);
 }
 
@@ -274,7 +293,7 @@ void Session::round() {
     const bool quiet = data - round_data_ < MainWake::kQuietBytes;
     const auto spacing = quiet ? quiet_spacing() : MainWake::kRoundSpacing;
     // A dump asked for: a round now, whatever came since the last one (its marker is where it ends).
-    if (wanted_dumps_.empty() && ((data == round_data_ && !rounds_tick_) || now - last_round_ < spacing)) return;
+    if (wanted_dumps_.empty() && ((data == round_data_ && !rounds_by_time()) || now - last_round_ < spacing)) return;
     round_data_ = data;
     round_ = rounds_ + 1;
     // A quiet round waits for its writes: the refresh after it then covers it whole (at idle one

@@ -42,12 +42,12 @@ uint64_t timestamp_now() {
 
 }  // namespace
 
-uint64_t Session::max_size_tail() const {
+uint64_t Session::max_size_tail(const FileOutput& out) const {
     // The feature block as it would be now, doubled (build-ids of what gets mapped meanwhile), plus
     // LOST_SAMPLES for every event on every ring and a few round markers.
     std::vector<BuildIdEntry> ids;
     if (opts_.build_ids) ids = build_id_placeholders(dsos_.dsos(/*all=*/true));
-    const uint64_t features = file_output().tail_bytes(HostInfo::current(opts_.argv), specs_, ids);
+    const uint64_t features = out.tail_bytes(HostInfo::current(opts_.argv), specs_, ids);
     const uint64_t lost = uint64_t(specs_.size()) * source_->rings().size() * sizeof(LostSamplesRecord);
     return 2 * features + (64u << 10) + lost + 4 * kStagingAlign;
 }
@@ -77,7 +77,7 @@ void Session::limit_space(FileSpace& space, const RecordOutput& out) {
     // The data may end at `hard` and still leave room for what follows it. The record stops once the
     // data passes `soft`: what is still in the rings and staging then fits below `hard` (with a small
     // --max-size, half of the room at least; buffers beyond `hard` are counted, not written).
-    const uint64_t tail = max_size_tail();
+    const uint64_t tail = max_size_tail(file_output());
     const uint64_t hard = opts_.max_size > tail ? opts_.max_size - tail : 0;
     if (hard < std::max(space.end(), out.data_offset()) + kStagingAlign)
         throw Error("--max-size " + human_bytes(opts_.max_size) + " is too small: the header, the records of what " +

@@ -114,43 +114,49 @@ bool Session::dump(const std::string& trigger) {
     take_sideband();
     std::vector<std::byte> head = start_head_;
     sideband_.emit(head);
-    // --max-size: the dump starts at a later mark if the whole window (and room for the features)
-    // would pass it; the state is then folded up to there in a copy. The window itself stays.
-    // Up to the newest marker at least: the writes below it are in memory within a moment (a
-    // memfd's writes do not wait for a disk), and this thread is not told when.
-    for (int i = 0; i < 2000 && durable_end() < marks_.back().offset && !write_error_; ++i) {
-        timespec ms{0, 1'000'000};
-        nanosleep(&ms, nullptr);
-    }
-    const uint64_t to = durable_end();
-    size_t first = 0;
-    while (opts_.max_size && first + 1 < marks_.size() &&
-           head.size() + (to - marks_[first].offset) + (1u << 20) > opts_.max_size)
-        ++first;
-    if (first > 0) {
-        SidebandState later = sideband_;
-        uint64_t t = 0;
-        for (const auto& c : collectors_) t = std::max(t, c->last_time());
-        later.fold(first + 1 < marks_.size() ? marks_[first + 1].time : t);
-        head = start_head_;
-        later.emit(head);
-    }
-    const uint64_t from = std::min(marks_[first].offset, to);
-    const perf_event_header init{kRecordFinishedInit, 0, sizeof(perf_event_header)};
-    const auto* ib = reinterpret_cast<const std::byte*>(&init);
-    head.insert(head.end(), ib, ib + sizeof init);
     DumpInfo info;
     info.trigger = trigger;
-    info.window_seconds = std::chrono::duration<double>(Clock::now() - marks_[first].at).count();
-    info.start_time = marks_[first].time;
-    if (info.start_time == 0)  // the window still starts at the record's start
-        for (const auto& c : collectors_) {
-            const uint64_t t = c->first_time();
-            if (t && (!info.start_time || t < info.start_time)) info.start_time = t;
-        }
-    for (const auto& c : collectors_) info.end_time = std::max(info.end_time, c->last_time());
     try {
         FileOutput out(opts_.output, /*allow_direct=*/false, output_->attrs(), /*own_path=*/true);
+        // Up to the newest marker at least: the writes below it are in memory within a moment (a
+        // memfd's writes do not wait for a disk), and this thread is not told when.
+        for (int i = 0; i < 2000 && durable_end() < marks_.back().offset && !write_error_; ++i) {
+            timespec ms{0, 1'000'000};
+            nanosleep(&ms, nullptr);
+        }
+        const uint64_t to = durable_end();
+        // --max-size: the dump starts at a later mark if the whole window, with room for the
+        // features, would pass it; the state is then folded up to there in a copy. The window
+        // itself stays.
+        const uint64_t tail = opts_.max_size ? max_size_tail(out) : 0;
+        size_t first = 0;
+        while (opts_.max_size && first + 1 < marks_.size() &&
+               out.data_offset() + head.size() + (to - marks_[first].offset) + tail > opts_.max_size)
+            ++first;
+        if (first > 0) {
+            SidebandState later = sideband_;
+            uint64_t t = 0;
+            for (const auto& c : collectors_) t = std::max(t, c->last_time());
+            later.fold(first + 1 < marks_.size() ? marks_[first + 1].time : t);
+            head = start_head_;
+            later.emit(head);
+        }
+        if (opts_.max_size && out.data_offset() + head.size() + (to - marks_[first].offset) + tail > opts_.max_size)
+            log_ << "ringcap: warning: the " << trigger << " dump may pass --max-size " << human_bytes(opts_.max_size)
+                 << ": it cannot start later than its newest round marker, and " << human_bytes(to - marks_[first].offset)
+                 << " came since (with room for the features kept)\n";
+        const uint64_t from = std::min(marks_[first].offset, to);
+        const perf_event_header init{kRecordFinishedInit, 0, sizeof(perf_event_header)};
+        const auto* ib = reinterpret_cast<const std::byte*>(&init);
+        head.insert(head.end(), ib, ib + sizeof init);
+        info.window_seconds = std::chrono::duration<double>(Clock::now() - marks_[first].at).count();
+        info.start_time = marks_[first].time;
+        if (info.start_time == 0)  // the window still starts at the record's start
+            for (const auto& c : collectors_) {
+                const uint64_t t = c->first_time();
+                if (t && (!info.start_time || t < info.start_time)) info.start_time = t;
+            }
+        for (const auto& c : collectors_) info.end_time = std::max(info.end_time, c->last_time());
         const uint64_t at = out.data_offset();
         out.file().pwrite_all(head.data(), head.size(), at);
         if (const int err = copy_range(output_->file().buffered_fd(), from, out.file().buffered_fd(), at + head.size(), to - from))

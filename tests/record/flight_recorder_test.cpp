@@ -189,6 +189,52 @@ TEST_CASE("flight recorder: the control FIFO's snapshot is acknowledged once its
     CHECK(leftover_temporaries(dir.path + "/p.data") == 0);
 }
 
+TEST_CASE("flight recorder: --switch-max-files keeps the newest dumps, the JSON says which, and --max-size bounds each",
+          "[flight][integration]") {
+    require_kernel();
+    const std::string perf = require_perf();
+    TempDir dir("flight-limits");
+    Control control(dir.path);
+    const std::string json = dir.path + "/j.json";
+    constexpr uint64_t kMax = 256u << 10;
+    // Both CPUs busy at 4 kHz dwarf for a few seconds: a window of about a megabyte, compressed.
+    const std::string w = kWorkload + " 10000";
+    Running r = spawn({"record", "-a", "-F", "4000", "--call-graph", "dwarf", "--flight-recorder=30s", "--switch-max-files", "2",
+                       "--max-size", "256K", control.flag(), "--json", json, "-o", dir.path + "/p.data", "--", "sh", "-c",
+                       w + " & " + w + "; wait"},
+                      dir.path + "/log");
+    for (int i = 0; i < 3; ++i) control.send("snapshot");
+    CHECK(wait_exit(r) == 0);
+    const std::string log = read_file(dir.path + "/log");
+    INFO(log);
+    const auto j = nlohmann::json::parse(read_file(json));
+    const auto& f = j["flight_recorder"];
+    INFO(f.dump());
+    REQUIRE(f["dumps"].size() == 4);  // three snapshots and the end's
+    REQUIRE(f["window_bytes"].get<uint64_t>() > kMax);  // so the end's dump had to start later
+    const auto files = dumps(dir.path);
+    REQUIRE(files.size() == 2);
+    for (size_t i = 0; i < 4; ++i) {
+        const auto& d = f["dumps"][i];
+        const std::string path = d["path"];
+        INFO(path);
+        CHECK(d["kept"] == (i >= 2));
+        CHECK((std::find(files.begin(), files.end(), path) != files.end()) == (i >= 2));
+    }
+    CHECK(j["files"] == nlohmann::json(files));
+    const auto& end = f["dumps"][3];
+    CHECK(end["trigger"] == "end");
+    struct stat st {};
+    REQUIRE(::stat(files[1].c_str(), &st) == 0);
+    CHECK(uint64_t(st.st_size) <= kMax);
+    CHECK(end["window_s"].get<double>() < j["duration_s"].get<double>());
+    const PerfStats stats = perf_report_stats(perf, files[1]);
+    INFO(stats.output);
+    CHECK(stats.ok());
+    CHECK(stats.count("SAMPLE") == end["samples"].get<long long>());
+    CHECK(stats.count("SAMPLE") > 0);
+}
+
 TEST_CASE("flight recorder: --flight-recorder-on-failure dumps at the end only when the command failed",
           "[flight][integration]") {
     require_kernel();
