@@ -196,11 +196,13 @@ TEST_CASE("flight recorder: --switch-max-files keeps the newest dumps, the JSON 
     TempDir dir("flight-limits");
     Control control(dir.path);
     const std::string json = dir.path + "/j.json";
-    constexpr uint64_t kMax = 256u << 10;
-    // Both CPUs busy at 4 kHz dwarf for a few seconds: a window of about a megabyte, compressed.
-    const std::string w = kWorkload + " 10000";
-    Running r = spawn({"record", "-a", "-F", "4000", "--call-graph", "dwarf", "--flight-recorder=30s", "--switch-max-files", "2",
-                       "--max-size", "256K", control.flag(), "--json", json, "-o", dir.path + "/p.data", "--", "sh", "-c",
+    // Room for the start of a dump (every task's and mapping's records: about 0.5 MB beside a
+    // parallel ctest) and for its features, and for part of the window.
+    constexpr uint64_t kMax = 1536u << 10;
+    // Both CPUs busy at 10 kHz dwarf for about 6 s: a window of about 6 MB, compressed.
+    const std::string w = kWorkload + " 20000";
+    Running r = spawn({"record", "-a", "-F", "10000", "--call-graph", "dwarf", "--flight-recorder=30s", "--switch-max-files", "2",
+                       "--max-size", "1536K", control.flag(), "--json", json, "-o", dir.path + "/p.data", "--", "sh", "-c",
                        w + " & " + w + "; wait"},
                       dir.path + "/log");
     for (int i = 0; i < 3; ++i) control.send("snapshot");
