@@ -52,8 +52,9 @@ struct MainWake {
     bool round_pending = false;  // requested, not yet acknowledged by every collector (an event will say)
     uint64_t new_bytes = 0;      // what the data grew by since the last round was requested
     Time last_round{};           // when the last round's marker was written
-    // The collectors' quiet tick rides on the rounds: one is due every quiet_spacing even without
-    // new data (their flush for it is what brings the data).
+    // A round is due every quiet_spacing even without new data: the collectors' quiet tick rides on
+    // the rounds (their flush for it is what brings the data), or a flight recorder under
+    // --max-size needs its markers that close (Session::rounds_by_time()).
     bool rounds_tick = false;
     Clock::duration quiet_spacing = kQuietSpacing;  // shorter for a flight recorder's window (its granularity)
     std::optional<Time> duration_end;  // --duration
