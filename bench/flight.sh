@@ -16,6 +16,8 @@ BT=${BENCHTOOL:?BENCHTOOL=path/to/benchtool}
 WORK=${WORK:-$(mktemp -d)}
 SECONDS_RUN=${1:-45}
 TICK=$(getconf CLK_TCK)
+# shellcheck source=bench/median.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/median.sh"
 cpu_ticks() { awk '{ print $14 + $15 }' /proc/"$1"/stat; }
 
 # The share (%) of the busy loops' samples whose symbol perf resolves.
@@ -91,13 +93,12 @@ for _ in $(seq 1 "${FLIGHT_ROUNDS:-3}"); do
     pairs+=("$(pair_cpu)")
 done
 rm -f "$dir"/fr2.data*
-printf '%s\n' "${pairs[@]}" | awk -v hz="$TICK" -v s=$((SECONDS_RUN - 17)) -v alone="$fr_cpu" '
+printf '%s\n' "${pairs[@]}" | awk -v hz="$TICK" -v s=$((SECONDS_RUN - 17)) -v alone="$fr_cpu" "$MEDIAN_AWK"'
     { f[NR] = $1; z[NR] = $2; r[NR] = $2 ? $1 / $2 : 0; line = line sprintf(" %.2f/%.2f", $1 / hz, $2 / hz); rl = rl sprintf(" %.2f", r[NR]) }
     END {
-        for (i = 2; i <= NR; i++) { t = r[i]; j = i - 1; while (j >= 1 && r[j] > t) { r[j+1] = r[j]; j-- } r[j+1] = t }
         printf "  CPU over %d s, the flight recorder alone (before its dump): %.2f s\n", s, alone / hz
         printf "  CPU over %d s, flight recorder and -z to a file side by side, per round (s):%s\n", s, line
-        printf "  CPU flight recorder / -z to a file, per round:%s; median %.2f\n", rl, (NR % 2) ? r[(NR+1)/2] : (r[NR/2] + r[NR/2+1]) / 2
+        printf "  CPU flight recorder / -z to a file, per round:%s; median %.2f\n", rl, median(r, NR)
     }'
 
 # 3. What perf resolves (the load stopped first: perf report has work of its own).

@@ -6,12 +6,7 @@ print_table() {  # print_table WL TITLE
     local wl=$1 title=$2
     echo
     echo "workload: $title   runs: $RUNS each (median)"
-    awk -F'\t' -v wl="$wl" -v dur="$DURATION" -v raw="$RAW" '
-        function median(a, n,   i, j, t) {
-            for (i = 2; i <= n; i++) { t = a[i]; j = i - 1; while (j >= 1 && a[j] > t) { a[j+1] = a[j]; j-- } a[j+1] = t }
-            if (n == 0) return ""
-            return (n % 2) ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
-        }
+    awk -F'\t' -v wl="$wl" -v dur="$DURATION" -v raw="$RAW" "$MEDIAN_AWK"'
         function row(name, s, l, lp, lr, c, w, b, m, x, ok) {
             printf "  %-8s %10s %9s %7s %9s %7s %7s %11s %7s %9s  %s\n", name, s, l, lp, lr, c, w, b, m, x, ok
         }
@@ -86,11 +81,7 @@ print_table() {  # print_table WL TITLE
 }
 
 per_sample() {  # per_sample WL: medians of bytes/sample and cpu_s/sample per tool, and their ratio
-    awk -F'\t' -v wl="$1" '
-        function median(a, n,   i, j, t) {
-            for (i = 2; i <= n; i++) { t = a[i]; j = i - 1; while (j >= 1 && a[j] > t) { a[j+1] = a[j]; j-- } a[j+1] = t }
-            return (n % 2) ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
-        }
+    awk -F'\t' -v wl="$1" "$MEDIAN_AWK"'
         $1 == wl && $12 == 1 && $5 > 0 { t = $2; k = ++n[t]; B[t, k] = $10 / $5; C[t, k] = 1e6 * $8 / $5; R[t, $3] = C[t, k] }
         END {
             # Run r of each tool ran back to back (run_workload): their ratio cancels the drift of

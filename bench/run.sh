@@ -260,6 +260,8 @@ punt_stop() {  # punt_stop FILE -> the count, or "n/a"
 
 # ---- runs (bench/runner.sh), report and write throttle (bench/report.sh), workload 15 -------
 # (bench/slowdown.sh) --------------------------------------------------------------------------
+# shellcheck source=bench/median.sh
+. "$HERE/median.sh"
 # shellcheck source=bench/runner.sh
 . "$HERE/runner.sh"
 # shellcheck source=bench/report.sh

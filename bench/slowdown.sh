@@ -40,11 +40,7 @@ slowdown_workload() {
             rm -f "$WORK"/slow-*.data "$WORK"/slow-*.data.old
             sync
         done
-        awk -F'\t' -v z="${z:-uncompressed}" '
-            function median(a, n,   i, j, t) {
-                for (i = 2; i <= n; i++) { t = a[i]; j = i - 1; while (j >= 1 && a[j] > t) { a[j+1] = a[j]; j-- } a[j+1] = t }
-                return (n % 2) ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
-            }
+        awk -F'\t' -v z="${z:-uncompressed}" "$MEDIAN_AWK"'
             { t[$1, $2] = $3; if ($2 > runs) runs = $2 }
             END {
                 for (r = 1; r <= runs; r++) {

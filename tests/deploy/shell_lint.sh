@@ -6,7 +6,7 @@ set -u
 src="$1"
 files=("$src/deploy/slurm/prolog.sh" "$src/deploy/slurm/epilog.sh" "$src/scripts/package" "$src/scripts/test-package" "$src/scripts/test-fresh"
        "$src/tests/deploy/systemd_verify.sh" "$src/tests/deploy/shell_lint.sh" "$src/tests/deploy/slurm_test.sh"
-       "$src/tests/deploy/deb_check.sh" "$src/bench/idle.sh" "$src/bench/flight.sh" "$src/completion/ringcap.bash"
+       "$src/tests/deploy/deb_check.sh" "$src/bench/idle.sh" "$src/bench/flight.sh" "$src/bench/median.sh" "$src/completion/ringcap.bash"
        "$src/tests/docs/help_options.sh" "$src/tests/docs/man_check.sh" "$src/tests/docs/completion_test.sh"
        "$src/tests/docs/doc_links.sh"
        "$src/tests/vm/kernel.sh" "$src/tests/guest/run.sh" "$src/tests/guest/image.sh" "$src/tests/guest/guest.sh"
