@@ -5,8 +5,8 @@
 #        (complete), the samples lost over the whole record, the dump's span and its samples;
 #        ringcap's CPU from 5 s to SECONDS-12 (no dump yet) and its peak RSS (VmHWM) against the
 #        window's compressed size;
-#     2. a flight recorder (no dump) and ringcap -z to a file side by side on the same load, FLIGHT_ROUNDS
-#        (3) times: the CPU of each over the same stretch;
+#     2. a flight recorder (no dump) and two ringcap -z to a file side by side on the same load,
+#        FLIGHT_ROUNDS (3) times: the CPU of each over the same stretch (the two -z: the noise);
 #     3. the share of each capture's busy-loop samples that perf resolves to a symbol.
 # PERF, RINGCAP, BENCHTOOL (bench/benchtool.c, built) and WORK (a scratch directory) from the environment.
 set -euo pipefail
@@ -66,39 +66,49 @@ print("  peak RSS %.1f MiB before the dump, %.1f MiB after it; window x 1.25 + 6
 EOF
 fr_cpu=$(( c1 - c0 ))
 
-# 2. CPU without dumps against -z to a file: both at once, on the same load, ROUNDS times. This VM's
+# 2. CPU without dumps against -z to a file: all at once, on the same load, ROUNDS times. This VM's
 # speed moves by tens of percent from one minute to the next (and ABBA orders of separate runs still
-# disagreed between series), so the two are measured side by side over the same seconds; each also
-# samples the other, which is the same for both.
-# pair_cpu: "FLIGHT Z" CPU ticks of each from 5 s to SECONDS-12.
-pair_cpu() {
-    local a b a0 b0 a1 b1
+# disagreed between series), so they are measured side by side over the same seconds; each also
+# samples the others, which is the same for all. Two -z captures, not one: how far apart two
+# identical captures land is what this measurement cannot tell apart.
+# trio_cpu: "FLIGHT Z1 Z2" CPU ticks of each from 5 s to SECONDS-12.
+trio_cpu() {
+    local a b c a0 b0 c0 a1 b1 c1
     "$RINGCAP" record -q -a -F 10000 --call-graph dwarf --flight-recorder=30s -o "$dir/fr2.data" \
         -- sleep "$SECONDS_RUN" >"$dir/fr2.log" 2>&1 &
     a=$!
     "$RINGCAP" record -q -a -F 10000 --call-graph dwarf -z -o "$dir/z.data" -- sleep "$SECONDS_RUN" >"$dir/z.log" 2>&1 &
     b=$!
+    "$RINGCAP" record -q -a -F 10000 --call-graph dwarf -z -o "$dir/z2.data" -- sleep "$SECONDS_RUN" >"$dir/z2.log" 2>&1 &
+    c=$!
     sleep 5
-    a0=$(cpu_ticks "$a") b0=$(cpu_ticks "$b")
+    a0=$(cpu_ticks "$a") b0=$(cpu_ticks "$b") c0=$(cpu_ticks "$c")
     sleep $((SECONDS_RUN - 17))
-    a1=$(cpu_ticks "$a") b1=$(cpu_ticks "$b")
-    kill -INT "$a" "$b"
+    a1=$(cpu_ticks "$a") b1=$(cpu_ticks "$b") c1=$(cpu_ticks "$c")
+    kill -INT "$a" "$b" "$c"
     wait "$a" || echo "  ! ringcap --flight-recorder exited with status $?" >&2
     wait "$b" || echo "  ! ringcap -z exited with status $?" >&2
-    echo "$((a1 - a0)) $((b1 - b0))"
+    wait "$c" || echo "  ! ringcap -z (the second) exited with status $?" >&2
+    echo "$((a1 - a0)) $((b1 - b0)) $((c1 - c0))"
 }
-pairs=()
+trios=()
 for _ in $(seq 1 "${FLIGHT_ROUNDS:-3}"); do
-    rm -f "$dir"/fr2.data* "$dir"/z.data
-    pairs+=("$(pair_cpu)")
+    rm -f "$dir"/fr2.data* "$dir"/z.data "$dir"/z2.data
+    trios+=("$(trio_cpu)")
 done
-rm -f "$dir"/fr2.data*
-printf '%s\n' "${pairs[@]}" | awk -v hz="$TICK" -v s=$((SECONDS_RUN - 17)) -v alone="$fr_cpu" "$MEDIAN_AWK"'
-    { f[NR] = $1; z[NR] = $2; r[NR] = $2 ? $1 / $2 : 0; line = line sprintf(" %.2f/%.2f", $1 / hz, $2 / hz); rl = rl sprintf(" %.2f", r[NR]) }
+rm -f "$dir"/fr2.data* "$dir"/z2.data
+printf '%s\n' "${trios[@]}" | awk -v hz="$TICK" -v s=$((SECONDS_RUN - 17)) -v alone="$fr_cpu" "$MEDIAN_AWK"'
+    {
+        z = ($2 + $3) / 2; r[NR] = z ? $1 / z : 0; q[NR] = $3 ? $2 / $3 : 0
+        f += $1; zs += z
+        line = line sprintf(" %.2f/%.2f/%.2f", $1 / hz, $2 / hz, $3 / hz)
+        rl = rl sprintf(" %.2f", r[NR]); ql = ql sprintf(" %.2f", q[NR])
+    }
     END {
         printf "  CPU over %d s, the flight recorder alone (before its dump): %.2f s\n", s, alone / hz
-        printf "  CPU over %d s, flight recorder and -z to a file side by side, per round (s):%s\n", s, line
-        printf "  CPU flight recorder / -z to a file, per round:%s; median %.2f\n", rl, median(r, NR)
+        printf "  CPU over %d s, flight recorder / -z / -z side by side, per round (s):%s\n", s, line
+        printf "  CPU flight recorder / -z to a file (the two -z averaged), per round:%s; median %.2f; all rounds %.3f\n", rl, median(r, NR), zs ? f / zs : 0
+        printf "  the same measure between the two identical -z captures, per round:%s\n", ql
     }'
 
 # 3. What perf resolves (the load stopped first: perf report has work of its own).
