@@ -58,6 +58,10 @@ void Session::stop() {
     clear_status();
     const auto stop_start = Clock::now();
     seconds_ = std::chrono::duration<double>(stop_start - t0_).count();
+    // Commands that came while the record was ending (the deadline or a signal came first) are
+    // answered too: a snapshot asked for is dumped before the end's dump, and whoever waits on the
+    // ACK FIFO is not left waiting for an answer that would never come.
+    if (control_.fd() >= 0) serve_control();
     for (auto& c : collectors_) c->request_stop();
     source_->disable();  // afterwards every record is in the rings
     if (opts_.verbose)

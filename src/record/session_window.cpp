@@ -219,7 +219,7 @@ void Session::finish_window() {
 bool Session::serve_control() {
     for (const std::string& cmd : control_.take()) {
         if (cmd == "stop") {
-            stop_reason_ = "control: stop";
+            if (stop_reason_.empty()) stop_reason_ = "control: stop";  // (at the stop: it stops anyway)
             control_.ack();
             return false;
         }

@@ -189,6 +189,47 @@ TEST_CASE("flight recorder: the control FIFO's snapshot is acknowledged once its
     CHECK(leftover_temporaries(dir.path + "/p.data") == 0);
 }
 
+TEST_CASE("flight recorder: a snapshot asked for as the record stops is dumped before the end's, and acknowledged",
+          "[flight][integration]") {
+    require_kernel();
+    const std::string perf = require_perf();
+    TempDir dir("flight-stop");
+    Control control(dir.path);
+    const std::string json = dir.path + "/j.json";
+    Running r = spawn({"record", "-a", "-F", "1000", "--flight-recorder=10s", control.flag(), "--json", json, "-o",
+                       dir.path + "/p.data", "--", "sh", "-c", "sleep 60"},
+                      dir.path + "/log");
+    control.send("ping");  // the record runs
+    // The stop signal and the command arrive together: ringcap, stopped, sees both when it goes on,
+    // and the stop goes first.
+    REQUIRE(kill(r.pid, SIGSTOP) == 0);
+    const int fd = ::open(control.ctl.c_str(), O_WRONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    REQUIRE(::write(fd, "snapshot\n", 9) == 9);
+    ::close(fd);
+    REQUIRE(kill(r.pid, SIGINT) == 0);
+    REQUIRE(kill(r.pid, SIGCONT) == 0);
+    CHECK(wait_exit(r) == 0);
+    const std::string log = read_file(dir.path + "/log");
+    INFO(log);
+    // Answered before it exited (read without waiting: a missing answer fails, it does not hang).
+    REQUIRE(::fcntl(control.ack_fd, F_SETFL, O_NONBLOCK) == 0);
+    char buf[8] = {};
+    CHECK(::read(control.ack_fd, buf, sizeof buf) == 4);
+    CHECK(std::string(buf) == "ack\n");
+    const auto f = flight_json(json);
+    INFO(f.dump());
+    REQUIRE(f["dumps"].size() == 2);
+    CHECK(f["dumps"][0]["trigger"] == "control");
+    CHECK(f["dumps"][1]["trigger"] == "end");
+    for (const auto& d : f["dumps"]) {
+        const PerfStats stats = perf_report_stats(perf, d["path"].get<std::string>());
+        INFO(stats.output);
+        CHECK(stats.ok());
+        CHECK(stats.count("SAMPLE") == d["samples"].get<long long>());
+    }
+}
+
 TEST_CASE("flight recorder: --switch-max-files keeps the newest dumps, the JSON says which, and --max-size bounds each",
           "[flight][integration]") {
     require_kernel();
