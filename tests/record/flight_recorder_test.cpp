@@ -55,13 +55,17 @@ struct Control {
     }
     ~Control() { ::close(ack_fd); }
     std::string flag() const { return "--control=fifo:" + ctl + "," + ack; }
-    // Sends `cmd` and waits for its acknowledgement (a blocking read: ringcap answers, or the test
-    // times out under ctest).
-    void send(const std::string& cmd) {
+    // Sends `cmd` without waiting for its acknowledgement.
+    void post(const std::string& cmd) const {
         const int fd = ::open(ctl.c_str(), O_WRONLY | O_CLOEXEC);
         REQUIRE(fd >= 0);
         REQUIRE(::write(fd, cmd.data(), cmd.size()) == ssize_t(cmd.size()));
         ::close(fd);
+    }
+    // Sends `cmd` and waits for its acknowledgement (a blocking read: ringcap answers, or the test
+    // times out under ctest).
+    void send(const std::string& cmd) {
+        post(cmd);
         char buf[4];
         REQUIRE(::read(ack_fd, buf, sizeof buf) == 4);
         CHECK(std::string(buf, 4) == "ack\n");
@@ -169,10 +173,7 @@ TEST_CASE("flight recorder: the control FIFO's snapshot is acknowledged once its
     }, 100));
     const std::string kept = files.back();
     // A second snapshot, killed while (or right after) it is written.
-    const int fd = ::open(control.ctl.c_str(), O_WRONLY | O_CLOEXEC);
-    REQUIRE(fd >= 0);
-    REQUIRE(::write(fd, "snapshot\n", 9) == 9);
-    ::close(fd);
+    control.post("snapshot\n");
     kill(r.pid, SIGKILL);
     CHECK(wait_exit(r) == 128 + SIGKILL);
     // The first dump as it was; a second one only if it was complete (a dump is named when done).
@@ -203,10 +204,7 @@ TEST_CASE("flight recorder: a snapshot asked for as the record stops is dumped b
     // The stop signal and the command arrive together: ringcap, stopped, sees both when it goes on,
     // and the stop goes first.
     REQUIRE(kill(r.pid, SIGSTOP) == 0);
-    const int fd = ::open(control.ctl.c_str(), O_WRONLY | O_CLOEXEC);
-    REQUIRE(fd >= 0);
-    REQUIRE(::write(fd, "snapshot\n", 9) == 9);
-    ::close(fd);
+    control.post("snapshot\n");
     REQUIRE(kill(r.pid, SIGINT) == 0);
     REQUIRE(kill(r.pid, SIGCONT) == 0);
     CHECK(wait_exit(r) == 0);
