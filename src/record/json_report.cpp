@@ -35,7 +35,7 @@ std::string summary_json(const RecordSummary& s, int exit_code, const std::strin
     j["bytes"] = s.file_bytes;
     j["files"] = json::array();
     for (const auto& f : s.files) j["files"].push_back(f);
-    if (s.files.empty() && !s.path.empty()) j["files"].push_back(s.path);
+    if (s.files.empty() && !s.path.empty() && !s.flight) j["files"].push_back(s.path);  // a flight recorder's are its dumps
     j["duration_s"] = s.seconds;
     j["exit_code"] = exit_code;
     j["stop_reason"] = s.stop_reason.empty() ? json(nullptr) : json(s.stop_reason);

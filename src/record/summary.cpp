@@ -45,6 +45,7 @@ void print_summary(const RecordSummary& s, std::ostream& log) {
     const double mb = double(s.file_bytes) / 1e6;
     o << "ringcap: wrote " << std::setprecision(3) << mb << " MB to ";
     if (s.files.size() > 1) o << s.files.size() << " files ('" << s.files.front() << "' ... '" << s.files.back() << "', ";
+    else if (s.files.empty() && s.flight) o << "no file (the flight recorder wrote no dump; ";
     else o << "'" << (s.files.empty() ? s.path : s.files.front()) << "' (";
     o
       << (s.o_direct ? "O_DIRECT" : "buffered") << ", " << s.writes << " writes";

@@ -292,6 +292,9 @@ TEST_CASE("flight recorder: --flight-recorder-on-failure dumps at the end only w
         const auto f = flight_json(json);
         CHECK(f["dumps"].size() == (fail ? 1u : 0u));
         if (fail) CHECK(f["dumps"][0]["trigger"] == "command exited with status 3");
+        // The files are the dumps: none, not the -o name nothing was written to.
+        const auto j = nlohmann::json::parse(read_file(json));
+        CHECK(j["files"] == nlohmann::json(dumps(dir.path)));
     }
 }
 
