@@ -160,7 +160,8 @@ bool Session::dump(const std::string& trigger) {
         const uint64_t at = out.data_offset();
         out.file().pwrite_all(head.data(), head.size(), at);
         if (const int err = copy_range(output_->file().buffered_fd(), from, out.file().buffered_fd(), at + head.size(), to - from))
-            throw Error("copying the window: " + errno_text(err) + write_error_hint(err));
+            throw Error("copying the window: " + errno_text(err) + write_error_hint(err) + "; the dump needs " +
+                        human_bytes(head.size() + (to - from)) + " and its features where -o names it");
         info.data_bytes = head.size() + (to - from);
         const RecordSnapshot snap = snapshot();
         const CompressionFeature comp = compression_feature(&snap);
