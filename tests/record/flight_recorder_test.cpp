@@ -267,7 +267,11 @@ TEST_CASE("flight recorder: --switch-max-files keeps the newest dumps, the JSON 
     CHECK(end["trigger"] == "end");
     struct stat st {};
     REQUIRE(::stat(files[1].c_str(), &st) == 0);
-    CHECK(uint64_t(st.st_size) <= kMax);
+    // Within the bound; or past it and said so, when more came after the newest round marker than
+    // fits (rounds that lag far behind: a loaded machine, a sanitizer build beside other tests).
+    const bool warned = log.find("ringcap: warning: the end dump may pass --max-size") != std::string::npos;
+    INFO("end dump " << st.st_size << " bytes, bound " << kMax);
+    CHECK((uint64_t(st.st_size) <= kMax || warned));
     CHECK(end["window_s"].get<double>() < j["duration_s"].get<double>());
     const PerfStats stats = perf_report_stats(perf, files[1]);
     INFO(stats.output);
