@@ -158,11 +158,11 @@ bool Session::dump(const std::string& trigger) {
             }
         for (const auto& c : collectors_) info.end_time = std::max(info.end_time, c->last_time());
         const uint64_t at = out.data_offset();
+        info.data_bytes = head.size() + (to - from);
         out.file().pwrite_all(head.data(), head.size(), at);
         if (const int err = copy_range(output_->file().buffered_fd(), from, out.file().buffered_fd(), at + head.size(), to - from))
             throw Error("copying the window: " + errno_text(err) + write_error_hint(err) + "; the dump needs " +
-                        human_bytes(head.size() + (to - from)) + " and its features where -o names it");
-        info.data_bytes = head.size() + (to - from);
+                        human_bytes(info.data_bytes) + " and its features where -o names it");
         const RecordSnapshot snap = snapshot();
         const CompressionFeature comp = compression_feature(&snap);
         const SampleTimeRange times{info.start_time ? info.start_time : snap.total.first_time, info.end_time};
